@@ -1,0 +1,30 @@
+// The project's error types. Every error ringtrain raises derives from ringtrain::Error,
+// carries the offending values in its message and, where one exists, a hint for the user.
+// `main` turns an uncaught Error into one line on rank 0 and a non-zero exit:
+//   UsageError -> exit 2 (bad flag, bad value, bad config key; nothing was written)
+//   Error      -> exit 1 (bad data file, failed checkpoint, ...)
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ringtrain {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The user asked for something invalid: a value out of range, an unknown model name.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An input file is missing or malformed (IDX data, configuration).
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace ringtrain

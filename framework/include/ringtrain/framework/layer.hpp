@@ -1,0 +1,99 @@
+// Layer: the extension point of the framework. A layer differs from another only in its math.
+//
+// Life of a layer inside a Sequential model:
+//   plan(input_shape, max_batch)  once: per-sample shapes known, workspace allocated
+//   bind(views)                   once: views of its parameters, gradients and buffers inside
+//                                 the model's flat buffers (see parameters.hpp)
+//   forward(x, y, n, ctx)         every step, n <= max_batch rows, n may be 0
+//   backward(x, y, dy, dx, n)     every step, after forward on the same x
+//
+// Conventions every layer keeps:
+//   * x, y, dy, dx are row-major batches: (n, per-sample shape...).
+//   * backward *overwrites* its parameter gradients (each parameter is used once per step),
+//     so nothing needs zeroing between steps.
+//   * dx may be empty: the caller does not need the input gradient (first layer); skip it.
+//   * n = 0 is legal (a rank with no samples this step) and must still take part in any
+//     cross-rank reduction the layer does (SyncBatchNorm), so collectives stay matched.
+//   * No allocation in forward or backward.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ringtrain/framework/tensor.hpp"
+
+namespace ringtrain {
+
+// How a parameter (or buffer) is filled before training.
+enum class Init {
+  kZeros,
+  kOnes,
+  kUniformFanIn,  // U(-1/sqrt(fan_in), +1/sqrt(fan_in)): PyTorch's default for Linear/Conv
+};
+
+// A named tensor a layer asks the model to store for it. The name is local to the layer
+// ("weight", "bias", "running_mean"); the model prefixes it with the layer's path.
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  Init init = Init::kZeros;
+  std::size_t fan_in = 0;  // for kUniformFanIn
+};
+
+// Sums a few per-channel statistics over all ranks (SyncBatchNorm). Collective: every rank
+// calls it the same number of times with the same size, also ranks with n = 0.
+class CrossRankSum {
+ public:
+  virtual ~CrossRankSum() = default;
+  virtual void sum(std::span<double> values) const = 0;
+};
+
+// What a layer may need to know about the step besides its input.
+struct StepContext {
+  bool training = true;
+  std::uint64_t seed = 0;
+  std::size_t layer_index = 0;                // set by Sequential: keys per-layer randomness
+  std::span<const std::uint64_t> sample_ids;  // global dataset index of each row (dropout)
+  const CrossRankSum* cross_rank = nullptr;   // null: batch statistics of this rank only
+};
+
+// Views a layer receives into the model's flat buffers, one per spec, in spec order.
+struct LayerBinding {
+  std::vector<std::span<float>> params;
+  std::vector<std::span<float>> grads;
+  std::vector<std::span<float>> buffers;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // Short lowercase name used in parameter paths: "linear", "conv2d", "batchnorm", ...
+  virtual std::string kind() const = 0;
+
+  // Given the per-sample input shape, allocate workspace for up to max_batch rows and
+  // return the per-sample output shape. Throws UsageError if the input shape does not fit.
+  virtual Shape plan(const Shape& input, std::size_t max_batch) = 0;
+
+  virtual std::vector<ParamSpec> parameter_specs() const { return {}; }
+  // Non-trained state that is part of the model (BatchNorm running statistics).
+  virtual std::vector<ParamSpec> buffer_specs() const { return {}; }
+  virtual void bind(const LayerBinding& binding) { (void)binding; }
+
+  // x: (n, in...) -> y: (n, out...)
+  virtual void forward(std::span<const float> x, std::span<float> y, std::size_t n,
+                       const StepContext& ctx) = 0;
+
+  // dy: (n, out...) -> dx: (n, in...) (or empty), and this layer's parameter gradients.
+  virtual void backward(std::span<const float> x, std::span<const float> y,
+                        std::span<const float> dy, std::span<float> dx, std::size_t n,
+                        const StepContext& ctx) = 0;
+
+  // Multiply-adds x 2 of one sample's forward pass (for the sgemm-limit benchmark).
+  virtual double forward_flops_per_sample() const { return 0.0; }
+};
+
+}  // namespace ringtrain

@@ -1,0 +1,55 @@
+// Softmax cross-entropy, computed stably: shift by the row maximum before exp.
+//   log p[c] = z[c] - m - log Σ_j exp(z[j] - m),   m = max_j z[j]
+#include "ringtrain/framework/loss.hpp"
+
+#include <cmath>
+
+namespace ringtrain {
+namespace {
+
+// One row: returns ℓ and writes p (if probs != nullptr); sets *argmax.
+double row_loss(const float* z, std::size_t classes, std::int32_t label, float* probs,
+                std::size_t* argmax) {
+  std::size_t best = 0;
+  for (std::size_t c = 1; c < classes; ++c)
+    if (z[c] > z[best]) best = c;
+  const float m = z[best];
+  double sum = 0.0;
+  for (std::size_t c = 0; c < classes; ++c) sum += std::exp(double(z[c]) - m);
+  if (probs != nullptr)
+    for (std::size_t c = 0; c < classes; ++c) probs[c] = float(std::exp(double(z[c]) - m) / sum);
+  *argmax = best;
+  return -(double(z[label]) - m - std::log(sum));
+}
+
+}  // namespace
+
+LossResult softmax_cross_entropy(std::span<const float> logits,
+                                 std::span<const std::int32_t> labels, std::size_t n,
+                                 std::size_t classes, float scale, std::span<float> dlogits) {
+  LossResult result;
+  for (std::size_t i = 0; i < n; ++i) {
+    float* dz = dlogits.data() + i * classes;
+    std::size_t argmax = 0;
+    result.loss_sum += row_loss(logits.data() + i * classes, classes, labels[i], dz, &argmax);
+    result.correct += argmax == std::size_t(labels[i]) ? 1 : 0;
+    // dz = scale · (p - onehot(y))
+    dz[labels[i]] -= 1.0f;
+    for (std::size_t c = 0; c < classes; ++c) dz[c] *= scale;
+  }
+  return result;
+}
+
+LossResult softmax_cross_entropy_eval(std::span<const float> logits,
+                                      std::span<const std::int32_t> labels, std::size_t n,
+                                      std::size_t classes) {
+  LossResult result;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t argmax = 0;
+    result.loss_sum += row_loss(logits.data() + i * classes, classes, labels[i], nullptr, &argmax);
+    result.correct += argmax == std::size_t(labels[i]) ? 1 : 0;
+  }
+  return result;
+}
+
+}  // namespace ringtrain
