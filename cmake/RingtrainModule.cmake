@@ -15,6 +15,7 @@ function(ringtrain_add_module)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${M_NAME} PUBLIC ${M_DEPS} PRIVATE $<BUILD_INTERFACE:ringtrain_flags>)
+  target_compile_definitions(${M_NAME} PRIVATE RINGTRAIN_VERSION="${PROJECT_VERSION}")
   install(TARGETS ${M_NAME} EXPORT ringtrainTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -39,6 +39,10 @@ Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
   check_mpi(MPI_Comm_size(node, &ranks_per_node_), "MPI_Comm_size(node)");
   check_mpi(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank(node)");
   MPI_Comm_free(&node);
+  int* tag_ub = nullptr;
+  int found = 0;
+  check_mpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found), "MPI_Comm_get_attr(MPI_TAG_UB)");
+  if (found && tag_ub != nullptr) tag_upper_bound_ = *tag_ub;
 }
 
 }  // namespace ringtrain::collectives

@@ -1,1 +1,58 @@
-int main() { return 0; }
+// ringtrain: the executable. Sets up MPI, builds the command line, runs one subcommand, and
+// turns every error into one clear line and an exit code:
+//   0  success                      2  bad usage (flag, value, config key); nothing written
+//   1  failure agreed by all ranks (bad data, failed checkpoint)
+//   a rank that fails alone prints its message with its rank and aborts the whole job
+//   (MPI_Abort), since the others would otherwise wait for it forever.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/error.hpp"
+
+int main(int argc, char** argv) {
+  ringtrain::collectives::Environment mpi(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const bool leader = rank == 0;
+
+  CLI::App app{"ringtrain: synchronous data-parallel training on CPUs over MPI.\n"
+               "Run under mpiexec (mpiexec -n 2 ringtrain train) or alone (one rank)."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", RINGTRAIN_VERSION);
+  ringtrain::cli::Runner run;
+  ringtrain::cli::add_train(app, run);
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks that print ratios against a peer");
+  bench->require_subcommand(1);
+  ringtrain::cli::add_bench_allreduce(*bench, run);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {  // --help, --version
+      if (leader) app.exit(e);
+      return 0;
+    }
+    if (leader)
+      std::fprintf(stderr, "ringtrain: error: %s (see 'ringtrain --help')\n", e.what());
+    return 2;
+  }
+
+  try {
+    return run();
+  } catch (const ringtrain::UsageError& e) {
+    if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+    return 2;
+  } catch (const ringtrain::DataError& e) {
+    if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringtrain: rank %d of %d: error: %s\n", rank, size, e.what());
+    std::fflush(stderr);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+}

@@ -105,6 +105,11 @@ double Sequential::forward_flops_per_sample() const {
   return flops;
 }
 
+bool Sequential::has_batch_norm() const {
+  return std::any_of(layers_.begin(), layers_.end(),
+                     [](const auto& layer) { return layer->kind() == "batchnorm"; });
+}
+
 std::string Sequential::summary() const {
   std::string s;
   for (std::size_t i = 0; i < layers_.size(); ++i) {

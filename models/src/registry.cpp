@@ -1,1 +1,70 @@
-// placeholder
+// The model zoo: each model is a few lines of layers.
+#include "ringtrain/models/registry.hpp"
+
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/layers/batchnorm.hpp"
+#include "ringtrain/framework/layers/conv2d.hpp"
+#include "ringtrain/framework/layers/dropout.hpp"
+#include "ringtrain/framework/layers/flatten.hpp"
+#include "ringtrain/framework/layers/linear.hpp"
+#include "ringtrain/framework/layers/maxpool2d.hpp"
+#include "ringtrain/framework/layers/relu.hpp"
+
+namespace ringtrain::models {
+namespace {
+
+constexpr std::size_t kPixels = 28 * 28;
+constexpr std::size_t kClasses = 10;
+
+std::unique_ptr<Sequential> mlp(const ModelOptions& options) {
+  auto model = std::make_unique<Sequential>();
+  std::size_t in = kPixels;
+  for (std::size_t width : options.mlp_hidden) {
+    model->add(std::make_unique<Linear>(in, width));
+    model->add(std::make_unique<ReLU>());
+    if (options.dropout > 0.0f) model->add(std::make_unique<Dropout>(options.dropout));
+    in = width;
+  }
+  model->add(std::make_unique<Linear>(in, kClasses));
+  return model;
+}
+
+// (1, 28, 28) → conv → (32, 28, 28) → pool → (32, 14, 14) → conv → (64, 14, 14)
+//             → pool → (64, 7, 7) → flatten 3136 → 1024 → 10
+std::unique_ptr<Sequential> cnn(const ModelOptions& options, bool batch_norm) {
+  auto model = std::make_unique<Sequential>();
+  model->add(std::make_unique<Conv2d>(1, 32, 5, 1, 2));
+  if (batch_norm) model->add(std::make_unique<BatchNorm>(32));
+  model->add(std::make_unique<ReLU>());
+  model->add(std::make_unique<MaxPool2d>(2));
+  model->add(std::make_unique<Conv2d>(32, 64, 5, 1, 2));
+  if (batch_norm) model->add(std::make_unique<BatchNorm>(64));
+  model->add(std::make_unique<ReLU>());
+  model->add(std::make_unique<MaxPool2d>(2));
+  model->add(std::make_unique<Flatten>());
+  model->add(std::make_unique<Linear>(64 * 7 * 7, 1024));
+  model->add(std::make_unique<ReLU>());
+  if (options.dropout > 0.0f) model->add(std::make_unique<Dropout>(options.dropout));
+  model->add(std::make_unique<Linear>(1024, kClasses));
+  return model;
+}
+
+}  // namespace
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"mlp", "cnn", "cnn-bn"};
+  return names;
+}
+
+std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options) {
+  if (name == "mlp") return mlp(options);
+  if (name == "cnn") return cnn(options, false);
+  if (name == "cnn-bn") return cnn(options, true);
+  throw UsageError("unknown model '" + name + "': choose mlp, cnn or cnn-bn");
+}
+
+Shape input_shape() { return {1, 28, 28}; }
+
+bool has_batch_norm(const std::string& name) { return name == "cnn-bn"; }
+
+}  // namespace ringtrain::models

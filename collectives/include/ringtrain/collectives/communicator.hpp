@@ -42,11 +42,13 @@ class Communicator {
   // Ranks of this communicator on this rank's node, and this rank's index among them.
   int ranks_per_node() const { return ranks_per_node_; }
   int local_rank() const { return local_rank_; }
+  // The largest message tag MPI allows (MPI_TAG_UB, at least 32767).
+  int tag_upper_bound() const { return tag_upper_bound_; }
   MPI_Comm handle() const { return comm_; }
 
  private:
   MPI_Comm comm_;
-  int rank_ = 0, size_ = 1, ranks_per_node_ = 1, local_rank_ = 0;
+  int rank_ = 0, size_ = 1, ranks_per_node_ = 1, local_rank_ = 0, tag_upper_bound_ = 32767;
 };
 
 }  // namespace ringtrain::collectives

@@ -57,6 +57,8 @@ class Sequential {
   std::pair<std::size_t, std::size_t> gradient_range(std::size_t layer) const;
 
   double forward_flops_per_sample() const;
+  // True if a layer's output depends on the other samples of the batch (BatchNorm).
+  bool has_batch_norm() const;
   // One line per layer: name, output shape, parameter count.
   std::string summary() const;
 

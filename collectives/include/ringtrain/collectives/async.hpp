@@ -1,0 +1,53 @@
+// A non-blocking allreduce: start it, keep computing, poke it now and then, wait at the end.
+//
+// Where it sits: backward produces gradients bucket by bucket; as soon as a bucket is
+// complete the trainer start()s its reduction and calls progress() between layers, so the
+// ring moves while backward still runs (DESIGN §1.4); wait() at the end of backward is the
+// exposed communication time. MPI makes no progress on its own (no progress thread), so the
+// ring advances only inside start(), progress() and wait().
+//
+//   AsyncAllreduce reduction;                  // reuse it: buffers are planned once
+//   reduction.start(comm, bucket, options);    // collective (same order on every rank)
+//   while (backward_has_work) { compute(); reduction.progress(); }
+//   Counters c = reduction.wait();
+//
+// Several in flight at once on one communicator need distinct RingOptions::tag values.
+#pragma once
+
+#include <mpi.h>
+
+#include <span>
+
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/options.hpp"
+#include "ringtrain/collectives/ring_transfer.hpp"
+
+namespace ringtrain::collectives {
+
+class AsyncAllreduce {
+ public:
+  AsyncAllreduce() = default;
+  // An unfinished reduction is completed (blocking): no MPI request outlives its buffer.
+  ~AsyncAllreduce();
+  AsyncAllreduce(const AsyncAllreduce&) = delete;
+  AsyncAllreduce& operator=(const AsyncAllreduce&) = delete;
+
+  // Begins data <- Σ over ranks of data, in place. Collective. With options.check_sizes the
+  // size agreement check runs first and blocks (one small collective). `comm` and `data`
+  // must stay alive and `data` untouched until wait() or progress() reports completion.
+  // Throws CollectiveError (size mismatch, MPI failure, still active).
+  void start(const Communicator& comm, std::span<float> data, const RingOptions& options = {});
+  // Advances without blocking; true once the reduction is complete (and when idle).
+  bool progress();
+  // Blocks until complete (waiting as options.wait says); this rank's counters.
+  Counters wait();
+  bool active() const { return ring_.active() || mpi_request_ != MPI_REQUEST_NULL; }
+
+ private:
+  const Communicator* comm_ = nullptr;
+  RingOptions options_;
+  RingTransfer ring_;                           // Algorithm::kRing
+  MPI_Request mpi_request_ = MPI_REQUEST_NULL;  // Algorithm::kMpi: MPI_Iallreduce
+};
+
+}  // namespace ringtrain::collectives

@@ -1,0 +1,31 @@
+// Options of the ring collectives: which algorithm, how the buffer is cut into messages, how
+// a rank waits, whether sizes are checked, which tag the messages carry. Passed by value or
+// const reference; the defaults are what the measurements in bench/README-allreduce.md chose.
+#pragma once
+
+#include <cstddef>
+
+#include "ringtrain/collectives/wait.hpp"
+
+namespace ringtrain::collectives {
+
+// kMpi runs MPI's own collective (MPI_Allreduce, ...) instead of the ring: for comparison.
+enum class Algorithm { kRing, kMpi };
+
+struct RingOptions {
+  Algorithm algorithm = Algorithm::kRing;
+  // Bytes per message. Large enough to use MPICH/UCX's single-copy rendezvous path (> 32 KiB
+  // here) and amortise the per-message cost; small enough that scratch stays in L2.
+  std::size_t segment_bytes = 256 * 1024;
+  // Receives posted ahead (reduce-scatter scratch = segments_in_flight · segment_bytes).
+  std::size_t segments_in_flight = 4;
+  WaitPolicy wait = WaitPolicy::kAuto;
+  // Before any data moves, ranks agree that they all pass the same element count (one small
+  // collective); a mismatch raises the same CollectiveError on every rank. Skippable on a hot
+  // path whose sizes are known to agree.
+  bool check_sizes = true;
+  // Message tag. Two ring collectives in flight at once on one communicator need distinct tags.
+  int tag = 0x52494e;
+};
+
+}  // namespace ringtrain::collectives

@@ -1,0 +1,54 @@
+// Non-blocking allreduce (see async.hpp): the ring's state machine, or MPI_Iallreduce.
+#include "ringtrain/collectives/async.hpp"
+
+#include <climits>
+#include <string>
+
+#include "ringtrain/collectives/small.hpp"
+
+namespace ringtrain::collectives {
+
+AsyncAllreduce::~AsyncAllreduce() {
+  if (mpi_request_ != MPI_REQUEST_NULL) MPI_Wait(&mpi_request_, MPI_STATUS_IGNORE);
+  // ring_'s own destructor completes an active ring transfer.
+}
+
+void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
+                           const RingOptions& options) {
+  if (active())
+    throw CollectiveError("rank " + std::to_string(comm.rank()) +
+                          ": AsyncAllreduce::start while the previous reduction is active");
+  comm_ = &comm;
+  options_ = options;
+  if (options.check_sizes) check_same_size(comm, data.size(), "AsyncAllreduce", options.wait);
+  if (options.algorithm == Algorithm::kRing) {
+    ring_.start(comm, data, Collective::kAllreduce, options);
+    return;
+  }
+  if (comm.size() == 1 || data.empty()) return;
+  if (data.size() > static_cast<std::size_t>(INT_MAX))
+    throw CollectiveError("AsyncAllreduce: too many elements for MPI_Iallreduce");
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT,
+                           MPI_SUM, comm.handle(), &mpi_request_),
+            "MPI_Iallreduce");
+}
+
+bool AsyncAllreduce::progress() {
+  if (mpi_request_ != MPI_REQUEST_NULL) {
+    int flag = 0;
+    check_mpi(MPI_Test(&mpi_request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    return flag != 0;
+  }
+  return ring_.progress();
+}
+
+Counters AsyncAllreduce::wait() {
+  if (mpi_request_ != MPI_REQUEST_NULL) {
+    check_mpi(MPI_Wait(&mpi_request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    return {};
+  }
+  if (options_.algorithm == Algorithm::kMpi) return {};
+  return ring_.wait(options_.wait);
+}
+
+}  // namespace ringtrain::collectives

@@ -1,0 +1,244 @@
+// The ring state machine (ring.hpp has the essay, schedule.hpp the arithmetic).
+//
+// Each step t has its own tag (options.tag + t), so MPI's non-overtaking rule orders the
+// segments of one step and nothing orders different steps: a reduce-scatter segment and an
+// all-gather segment can be in flight together. Dependencies, checked before posting:
+//   send (t, j)  needs the receive (t-1, j) finished (and added): we forward what we got;
+//                at the first step the caller's data is sent as it is.
+//   recv (t, j)  needs a request slot of step t (and a scratch slot in a reduce-scatter
+//                step); in an all-gather step of an allreduce it overwrites the region this
+//                rank sent in reduce-scatter step t-(N-1), so that send must have completed.
+// Receives are posted for at most two steps at a time, the lower one first, so scratch never
+// goes to a step that cannot finish before the one below it. Sends are posted later steps
+// first: a segment that is ready to move on goes before new work, which keeps the pipeline
+// short and lets the right neighbour read data that is still in cache.
+#include "ringtrain/collectives/ring_transfer.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace ringtrain::collectives {
+
+RingTransfer::~RingTransfer() { drain(); }
+
+void RingTransfer::drain() noexcept {
+  if (!active_) return;
+  try {
+    while (!progress()) {
+    }
+  } catch (...) {
+    // An MPI failure while cleaning up: nothing sensible is left to do in a destructor.
+  }
+  active_ = false;
+}
+
+void RingTransfer::start(const Communicator& comm, std::span<float> data, Collective which,
+                         const RingOptions& options) {
+  if (active_)
+    throw CollectiveError("rank " + std::to_string(comm.rank()) +
+                          ": RingTransfer::start while a previous transfer is still active");
+  if (options.segment_bytes < sizeof(float) || options.segment_bytes > (std::size_t{1} << 30))
+    throw CollectiveError("segment_bytes must be between 4 B and 1 GiB, got " +
+                          std::to_string(options.segment_bytes));
+  if (options.segments_in_flight == 0)
+    throw CollectiveError("segments_in_flight must be at least 1");
+  if (options.tag < 0 || options.tag > comm.tag_upper_bound() - 2 * comm.size())
+    throw CollectiveError("tag " + std::to_string(options.tag) + " leaves no room for " +
+                          std::to_string(2 * comm.size()) + " step tags below MPI_TAG_UB " +
+                          std::to_string(comm.tag_upper_bound()));
+
+  comm_ = &comm;
+  data_ = data;
+  rank_ = comm.rank();
+  size_ = comm.size();
+  left_ = ring_left(rank_, size_);
+  right_ = ring_right(rank_, size_);
+  tag_ = options.tag;
+  first_step_ = first_step(which, size_);
+  end_step_ = first_step_ + num_steps(which, size_);
+  lowest_open_ = first_step_;
+  has_reduce_steps_ = which != Collective::kAllGather;
+  segment_elements_ = segment_elements(options.segment_bytes);
+  window_ = options.segments_in_flight;
+  counters_ = Counters{};
+  events_ = 0;
+
+  if (size_ <= 1 || data.empty()) return;  // nothing to move; active_ stays false
+  counters_.rounds = static_cast<std::size_t>(end_step_ - first_step_);
+
+  // Plan: per-step bookkeeping and request slots, scratch for two steps' receives. All of it
+  // only ever grows, so repeated calls of the same shape allocate nothing.
+  const auto num = static_cast<std::size_t>(end_step_ - first_step_);
+  steps_.assign(num, Step{});  // no allocation once the capacity is there
+  for (int t = first_step_; t < end_step_; ++t) {
+    Step& s = steps_[static_cast<std::size_t>(t - first_step_)];
+    s.send_segments = num_segments(chunk_size(data.size(), size_, send_chunk(rank_, t, size_)),
+                                   segment_elements_);
+    s.recv_segments = num_segments(chunk_size(data.size(), size_, recv_chunk(rank_, t, size_)),
+                                   segment_elements_);
+  }
+  if (recv_requests_.size() < num * window_) {
+    recv_requests_.resize(num * window_, MPI_REQUEST_NULL);
+    send_requests_.resize(num * window_, MPI_REQUEST_NULL);
+    recv_scratch_slot_.resize(num * window_, 0);
+  }
+  free_scratch_.clear();
+  if (has_reduce_steps_) {
+    scratch_stride_ = std::min(segment_elements_, chunk_size(data.size(), size_, 0));
+    if (scratch_capacity_ < 2 * window_ * scratch_stride_) {
+      // Uninitialised on purpose: every slot is written by MPI before it is read, and
+      // zero-filling megabytes per call costs more than a small allreduce.
+      scratch_capacity_ = 2 * window_ * scratch_stride_;
+      scratch_ = std::make_unique_for_overwrite<float[]>(scratch_capacity_);
+    }
+    free_scratch_.reserve(2 * window_);
+    for (std::size_t i = 2 * window_; i-- > 0;) free_scratch_.push_back(i);
+  }
+  active_ = true;
+  progress();  // post the first receives and sends right away
+}
+
+// Segment j of chunk c: elements [begin + j·S, begin + min((j+1)·S, size)).
+std::span<float> RingTransfer::segment_span(std::size_t chunk, std::size_t segment) const {
+  const std::size_t begin = chunk_begin(data_.size(), size_, chunk);
+  const std::size_t size = chunk_size(data_.size(), size_, chunk);
+  const std::size_t offset = segment * segment_elements_;
+  return data_.subspan(begin + offset, std::min(segment_elements_, size - offset));
+}
+
+bool RingTransfer::try_post_recv(int t) {
+  Step& s = steps_[static_cast<std::size_t>(t - first_step_)];
+  const std::size_t j = s.recvs_posted;
+  if (j >= s.recv_segments || j - s.recvs_done >= window_) return false;
+  const bool reduces = step_reduces(t, size_);
+  if (reduces && free_scratch_.empty()) return false;
+  if (!reduces && has_reduce_steps_) {
+    // Our reduce-scatter send of this region, step t-(N-1) segment j, must have completed.
+    const Step& rs = steps_[static_cast<std::size_t>(t - (size_ - 1) - first_step_)];
+    if (rs.sends_done <= j) return false;
+  }
+  std::span<float> target = segment_span(recv_chunk(rank_, t, size_), j);
+  const std::size_t slot = static_cast<std::size_t>(t - first_step_) * window_ + j % window_;
+  float* buffer = target.data();
+  if (reduces) {
+    recv_scratch_slot_[slot] = free_scratch_.back();
+    free_scratch_.pop_back();
+    buffer = scratch_.get() + recv_scratch_slot_[slot] * scratch_stride_;
+  }
+  check_mpi(MPI_Irecv(buffer, static_cast<int>(target.size()), MPI_FLOAT, left_, tag_ + t,
+                      comm_->handle(), &recv_requests_[slot]),
+            "MPI_Irecv");
+  counters_.bytes_received += target.size_bytes();
+  ++s.recvs_posted;
+  return true;
+}
+
+bool RingTransfer::try_post_send(int t) {
+  Step& s = steps_[static_cast<std::size_t>(t - first_step_)];
+  const std::size_t j = s.sends_posted;
+  if (j >= s.send_segments || j - s.sends_done >= window_) return false;
+  // Forward only what has arrived (and been added) in the step before.
+  if (t > first_step_ && steps_[static_cast<std::size_t>(t - 1 - first_step_)].recvs_done <= j)
+    return false;
+  std::span<float> segment = segment_span(send_chunk(rank_, t, size_), j);
+  const std::size_t slot = static_cast<std::size_t>(t - first_step_) * window_ + j % window_;
+  check_mpi(MPI_Isend(segment.data(), static_cast<int>(segment.size()), MPI_FLOAT, right_,
+                      tag_ + t, comm_->handle(), &send_requests_[slot]),
+            "MPI_Isend");
+  counters_.bytes_sent += segment.size_bytes();
+  ++s.sends_posted;
+  return true;
+}
+
+// If the oldest receive of step t has arrived: in a reduce-scatter step add it into place,
+//   data[chunk, segment] += scratch[slot]
+bool RingTransfer::try_finish_recv(int t) {
+  Step& s = steps_[static_cast<std::size_t>(t - first_step_)];
+  if (s.recvs_done == s.recvs_posted) return false;
+  const std::size_t slot =
+      static_cast<std::size_t>(t - first_step_) * window_ + s.recvs_done % window_;
+  int flag = 0;
+  check_mpi(MPI_Test(&recv_requests_[slot], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  if (!flag) return false;
+  if (step_reduces(t, size_)) {
+    std::span<float> target = segment_span(recv_chunk(rank_, t, size_), s.recvs_done);
+    const float* incoming = scratch_.get() + recv_scratch_slot_[slot] * scratch_stride_;
+    float* out = target.data();
+    for (std::size_t i = 0; i < target.size(); ++i) out[i] += incoming[i];
+    free_scratch_.push_back(recv_scratch_slot_[slot]);
+  }
+  ++s.recvs_done;
+  ++events_;
+  return true;
+}
+
+bool RingTransfer::try_finish_send(int t) {
+  Step& s = steps_[static_cast<std::size_t>(t - first_step_)];
+  if (s.sends_done == s.sends_posted) return false;
+  const std::size_t slot =
+      static_cast<std::size_t>(t - first_step_) * window_ + s.sends_done % window_;
+  int flag = 0;
+  check_mpi(MPI_Test(&send_requests_[slot], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  if (!flag) return false;
+  ++s.sends_done;
+  ++events_;
+  return true;
+}
+
+bool RingTransfer::poll_once() {
+  auto step = [&](int t) -> Step& { return steps_[static_cast<std::size_t>(t - first_step_)]; };
+  auto finished = [&](int t) {
+    const Step& s = step(t);
+    return s.recvs_done == s.recv_segments && s.sends_done == s.send_segments;
+  };
+  while (lowest_open_ < end_step_ && finished(lowest_open_)) ++lowest_open_;
+  // Steps that can be active: receives in [lowest unfinished receive step, +1], sends one
+  // step beyond (they forward those receives).
+  int lowest_recv = lowest_open_;
+  while (lowest_recv < end_step_ && step(lowest_recv).recvs_done == step(lowest_recv).recv_segments)
+    ++lowest_recv;
+  const int last_recv = std::min(end_step_ - 1, lowest_recv + 1);
+  const int last_send = std::min(end_step_ - 1, last_recv + 1);
+
+  bool moved = false;
+  for (int t = lowest_open_; t <= last_recv; ++t)
+    while (try_post_recv(t)) moved = true;
+  for (int t = last_send; t >= lowest_open_; --t)
+    while (try_post_send(t)) moved = true;
+  for (int t = lowest_open_; t <= last_send; ++t) {
+    while (try_finish_recv(t)) moved = true;
+    while (try_finish_send(t)) moved = true;
+  }
+  return moved;
+}
+
+bool RingTransfer::progress() {
+  if (!active_) return true;
+  while (poll_once()) {
+  }
+  while (lowest_open_ < end_step_) {
+    const Step& s = steps_[static_cast<std::size_t>(lowest_open_ - first_step_)];
+    if (s.recvs_done != s.recv_segments || s.sends_done != s.send_segments) break;
+    ++lowest_open_;
+  }
+  if (lowest_open_ == end_step_) active_ = false;
+  return !active_;
+}
+
+Counters RingTransfer::wait(WaitPolicy policy) {
+  if (!active_) return counters_;
+  Waiter waiter(resolve_wait_policy(policy, *comm_));
+  std::size_t seen = events_;
+  while (!progress()) {
+    if (events_ != seen) {
+      seen = events_;
+      waiter.reset();
+    } else {
+      waiter.idle();
+    }
+  }
+  return counters_;
+}
+
+}  // namespace ringtrain::collectives

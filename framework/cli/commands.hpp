@@ -1,0 +1,23 @@
+// The subcommands of the ringtrain executable. main.cpp builds the CLI11 app, calls each
+// add_* to register a subcommand, parses, and runs the callback of the chosen one.
+// A subcommand's run function returns the process exit code; errors are thrown as
+// ringtrain::Error / UsageError and turned into one line by main.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace ringtrain::cli {
+
+// What main hands to a subcommand when it runs (after MPI is initialised).
+using Runner = std::function<int()>;
+
+// Each registers its subcommand (and flags) on `parent` and stores in `run` the function
+// main calls when that subcommand was chosen.
+void add_train(CLI::App& app, Runner& run);
+// `ringtrain bench allreduce ...` (bench_allreduce.cpp): registers itself on the `bench`
+// subcommand that main creates.
+void add_bench_allreduce(CLI::App& bench, Runner& run);
+
+}  // namespace ringtrain::cli

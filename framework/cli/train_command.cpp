@@ -1,0 +1,65 @@
+// `ringtrain train`: flags (and --config TOML with the same keys) into a TrainConfig, then
+// the Trainer. Flags override the file; an unknown key is an error (exit 2).
+#include <memory>
+
+#include "commands.hpp"
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/trainer.hpp"
+#include "ringtrain/models/registry.hpp"
+
+namespace ringtrain::cli {
+
+void add_train(CLI::App& app, Runner& run) {
+  auto config = std::make_shared<TrainConfig>();
+  TrainConfig& c = *config;
+  CLI::App* train = app.add_subcommand("train", "train a model on Fashion-MNIST");
+  train->set_config("--config", "", "TOML file whose keys are these flags' names (flags win)");
+  train->allow_config_extras(CLI::config_extras_mode::error);
+
+  train->add_option("--data", c.data_dir, "folder of the IDX files (default: the Debian package dataset-fashion-mnist)");
+  train->add_option("--model", c.model, "mlp | cnn | cnn-bn")->capture_default_str();
+  train->add_option("--mlp-hidden", c.mlp_hidden, "hidden widths of mlp")->capture_default_str();
+  train->add_option("--dropout", c.dropout, "dropout probability after hidden layers")->capture_default_str();
+  train->add_option("--global-batch", c.global_batch, "samples per step over all ranks")->capture_default_str();
+  train->add_option("--local-batches", c.local_batches, "explicit per-rank split b0,b1,... summing to the global batch");
+  auto* steps = train->add_option("--steps", c.steps, "number of steps (overrides --epochs)");
+  train->add_option("--epochs", c.epochs, "epochs over the training set")->capture_default_str()->excludes(steps);
+  train->add_option("--optimizer", c.optimizer, "sgd | adamw")->capture_default_str();
+  train->add_option("--lr", c.lr, "learning rate for global batch 128 (see --lr-scaling)")->capture_default_str();
+  train->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  train->add_flag("--nesterov", c.nesterov, "Nesterov momentum");
+  train->add_option("--weight-decay", c.weight_decay, "weight decay (SGD: coupled, AdamW: decoupled)")->capture_default_str();
+  train->add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
+  train->add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
+  train->add_option("--eps", c.eps, "AdamW epsilon")->capture_default_str();
+  train->add_option("--schedule", c.schedule, "constant | step | cosine")->capture_default_str();
+  train->add_option("--warmup-steps", c.warmup_steps, "linear warmup steps")->capture_default_str();
+  train->add_option("--step-size", c.step_size, "schedule=step: steps between decays (0: a third of the run)");
+  train->add_option("--gamma", c.gamma, "schedule=step: decay factor")->capture_default_str();
+  train->add_option("--min-lr", c.min_lr, "schedule=cosine: final learning rate")->capture_default_str();
+  train->add_option("--lr-scaling", c.lr_scaling, "none | linear | sqrt: scale --lr with the global batch")->capture_default_str();
+  train->add_option("--seed", c.seed, "seed of initialisation, data order and dropout")->capture_default_str();
+  train->add_option("--reduction", c.reduction, "sum-scaled | mean-of-means (wrong on purpose, for teaching)")->capture_default_str();
+  train->add_option("--sync-bn", c.sync_bn, "auto | on | off: BatchNorm statistics over all ranks")->capture_default_str();
+  train->add_option("--blas-threads", c.blas_threads, "OpenBLAS threads per rank (0: cores per node / ranks per node)")->capture_default_str();
+  train->add_option("--collective", c.collective, "ring | mpi: our ring or MPI_Allreduce")->capture_default_str();
+  train->add_option("--run-dir", c.run_dir, "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)");
+  train->add_option("--eval-every", c.eval_every, "evaluate every K steps (0: every epoch)")->capture_default_str();
+  train->add_option("--target-accuracy", c.target_accuracy, "stop when test accuracy >= A (0: no target)")->capture_default_str();
+  train->add_option("--log-every", c.log_every, "steps between metrics lines")->capture_default_str();
+
+  train->callback([&run, config] {
+    run = [config]() -> int {
+      collectives::Communicator comm;
+      models::ModelOptions options;
+      options.mlp_hidden = parse_size_list(config->mlp_hidden, "--mlp-hidden");
+      options.dropout = config->dropout;
+      Trainer trainer(*config, models::make_model(config->model, options), models::input_shape(), comm);
+      trainer.run();
+      return 0;
+    };
+  });
+}
+
+}  // namespace ringtrain::cli

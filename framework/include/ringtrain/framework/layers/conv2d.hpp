@@ -1,0 +1,62 @@
+// Conv2d: a 2-D convolution (cross-correlation, as in PyTorch) computed as im2col + one GEMM.
+//
+//   x: (n, C, H, W)   W: (O, C, k, k)   b: (O)   y: (n, O, Ho, Wo)
+//   Ho = (H + 2p - k) / s + 1,  Wo = (W + 2p - k) / s + 1   (floor)
+//   y[i, o, oh, ow] = b[o] + Σ_{c, ki, kj} W[o, c, ki, kj] · x[i, c, oh·s - p + ki, ow·s - p + kj]
+//   (x outside the image reads as 0: zero padding)
+//
+// im2col turns each sample into a matrix so the convolution is a matrix product:
+//   col_i[(c, ki, kj), (oh, ow)] = x[i, c, oh·s - p + ki, ow·s - p + kj]   (C·k·k, Ho·Wo)
+//   y_i = W · col_i + b·1ᵀ                                                 (O, Ho·Wo)
+// Backward, with dy_i: (O, Ho·Wo):
+//   dW   = Σ_i dy_i · col_iᵀ              (O, C·k·k)
+//   db   = Σ_i Σ_{oh, ow} dy_i            (O)
+//   dcol = Wᵀ · dy_i                      (C·k·k, Ho·Wo), then dx_i = col2im(dcol): the
+//          transpose of im2col, which adds every column entry back to the pixel it came from.
+//
+// Workspace: one column buffer per group of samples, planned in plan(); the hot path
+// allocates nothing. Parameters are initialised like PyTorch: U(±1/sqrt(C·k·k)).
+#pragma once
+
+#include <vector>
+
+#include "ringtrain/framework/layer.hpp"
+
+namespace ringtrain {
+
+class Conv2d final : public Layer {
+ public:
+  // Square kernel of side `kernel`; throws UsageError for zero sizes.
+  Conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t kernel,
+         std::size_t stride = 1, std::size_t padding = 0);
+
+  std::string kind() const override { return "conv2d"; }
+  // Input (C, H, W) with C = in_channels and H, W + 2·padding >= kernel; returns (O, Ho, Wo).
+  Shape plan(const Shape& input, std::size_t max_batch) override;
+  std::vector<ParamSpec> parameter_specs() const override;
+  void bind(const LayerBinding& binding) override;
+  void forward(std::span<const float> x, std::span<float> y, std::size_t n,
+               const StepContext& ctx) override;
+  void backward(std::span<const float> x, std::span<const float> y, std::span<const float> dy,
+                std::span<float> dx, std::size_t n, const StepContext& ctx) override;
+  // 2·O·C·k·k·Ho·Wo
+  double forward_flops_per_sample() const override;
+
+ private:
+  void im2col(const float* image, float* col);
+  void col2im(const float* col, float* image);
+
+  static constexpr std::size_t kChunk = 8;  // floats per copy in im2col (see conv2d.cpp)
+
+  std::size_t in_c_, out_c_, k_, stride_, pad_;
+  std::size_t h_ = 0, w_ = 0, ho_ = 0, wo_ = 0;
+  std::size_t patch_ = 0;           // C·k·k: rows of a column matrix
+  std::size_t pixels_ = 0;          // Ho·Wo: columns of a column matrix
+  bool identity_col_ = false;       // 1x1 kernel, stride 1, no padding: col_i is x_i itself
+  std::vector<float> col_;          // (C·k·k, Ho·Wo) + slack: one sample's columns, reused
+  std::vector<float> padded_;       // (C, H + 2p, W + 2p) + slack: one image, zero border
+  std::vector<float> padded_grad_;  // (C, H + 2p, W + 2p): col2im's accumulator (p > 0)
+  std::span<float> weight_, bias_, grad_weight_, grad_bias_;
+};
+
+}  // namespace ringtrain

@@ -1,0 +1,96 @@
+// Optimizer: the last stage of a training step. After the ring has summed the gradients,
+// every rank applies the same elementwise update to a contiguous range of the flat
+// parameter buffer (ParameterStore::values()):
+//
+//   whole buffer          [0, M)               plain data parallelism
+//   one rank's shard      [begin, begin+count) ZeRO-1: each rank updates and keeps state
+//                                              only for its shard, then all-gathers params
+//
+// Because every rule here is elementwise, an optimizer built for `count` elements knows
+// nothing about where its range lies: stepping it on [a, b) of a buffer gives exactly the
+// result of stepping one over the whole buffer, restricted to [a, b).
+//
+// Vocabulary: p params, g grad, lr learning rate (passed to every step, so a schedule
+// lives outside), t the step count (1 on the first step), state = per-element buffers
+// parallel to p (momentum, Adam moments) whose names are part of the checkpoint format.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ringtrain {
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // "sgd" | "adamw"
+  // sgd
+  float momentum = 0.9f;  // in [0, 1); 0 means plain SGD (no state)
+  bool nesterov = false;  // requires momentum > 0
+  // both: sgd couples it into the gradient (g += wd·p), adamw decouples it (p *= 1 − lr·wd)
+  float weight_decay = 0.0f;  // >= 0
+  // adamw
+  float beta1 = 0.9f;    // in [0, 1)
+  float beta2 = 0.999f;  // in [0, 1)
+  float eps = 1e-8f;     // > 0
+};
+
+// One per-element state buffer, borrowed from the optimizer: `values` has the optimizer's
+// element count and is parallel to its parameter range. Writing into it (checkpoint
+// restore) changes the optimizer's state. Names are stable: "momentum" (sgd),
+// "exp_avg" and "exp_avg_sq" (adamw).
+struct OptimizerStateView {
+  std::string name;
+  std::span<float> values;
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::size_t num_elements) : num_elements_(num_elements) {}
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of the range this optimizer owns, in a single fused pass, no allocation.
+  // params, grads: (num_elements()). lr: the learning rate of this step (>= 0; the caller
+  // checks it). Increments step_count() first, so AdamW's bias correction sees t = 1 on
+  // the first step. Throws UsageError if a span has the wrong length.
+  virtual void step(std::span<float> params, std::span<const float> grads, float lr) = 0;
+
+  // The per-element state, for checkpoints (see OptimizerStateView). Empty for
+  // momentum-free SGD. Views stay valid for the optimizer's lifetime.
+  virtual std::vector<OptimizerStateView> state() = 0;
+
+  // Steps taken so far (0 before the first); restored from a checkpoint with the state.
+  virtual std::uint64_t step_count() const { return step_count_; }
+  virtual void set_step_count(std::uint64_t steps) { step_count_ = steps; }
+
+  // One line for logs and the run manifest, e.g.
+  // "sgd(momentum=0.9, nesterov=false, weight_decay=0)".
+  virtual std::string describe() const = 0;
+
+  // Number of parameters in the owned range (= length of every state buffer).
+  std::size_t num_elements() const { return num_elements_; }
+
+ protected:
+  // Checks both spans have num_elements() elements; throws UsageError with the lengths.
+  void check_extent(std::span<const float> params, std::span<const float> grads) const;
+  // Counts the step about to be applied and returns its number t (1 on the first step).
+  std::uint64_t advance_step_count() { return ++step_count_; }
+
+ private:
+  std::size_t num_elements_;
+  std::uint64_t step_count_ = 0;
+};
+
+// Throws UsageError naming the field, its value and the allowed range, for an unknown name
+// or an invalid value (momentum, betas outside [0, 1), eps <= 0, weight_decay < 0, NaNs,
+// nesterov without momentum).
+void validate(const OptimizerConfig& config);
+
+// A validated optimizer owning zero-initialised state for `count` elements.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::size_t count);
+
+}  // namespace ringtrain

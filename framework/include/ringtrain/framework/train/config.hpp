@@ -1,0 +1,75 @@
+// TrainConfig: everything `ringtrain train` was asked to do, resolved and validated.
+//
+// The CLI fills it from flags and --config; validate() checks every value before anything
+// is written, so bad input costs one line and exit code 2 (UsageError), never a half-made
+// run directory. to_json() is what manifest.json records under "config".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/framework/optim/schedule.hpp"
+
+namespace ringtrain {
+
+struct TrainConfig {
+  // data and model
+  std::string data_dir;  // empty: the Debian package's folder
+  std::string model = "mlp";
+  std::string mlp_hidden = "1024,1024";
+  float dropout = 0.0f;
+
+  // batches and length
+  std::size_t global_batch = 128;
+  std::string local_batches;  // "b0,b1,...": explicit per-rank split; empty: near-equal
+  std::uint64_t steps = 0;    // 0: use epochs
+  double epochs = 10;
+
+  // optimizer and schedule
+  std::string optimizer = "sgd";
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  std::string schedule = "constant";
+  std::uint64_t warmup_steps = 0;
+  std::uint64_t step_size = 0;  // schedule=step: decay every step_size steps (0: a third of the run)
+  float gamma = 0.1f;
+  float min_lr = 0.0f;
+  std::string lr_scaling = "none";  // none | linear | sqrt, relative to batch 128
+  std::uint64_t seed = 0;
+
+  // data parallelism
+  std::string reduction = "sum-scaled";  // sum-scaled | mean-of-means (wrong, for teaching)
+  std::string sync_bn = "auto";          // auto | on | off
+  int blas_threads = 0;                  // 0: cores per node / ranks per node
+  std::string collective = "ring";       // ring | mpi
+
+  // run directory, evaluation, logging
+  std::string run_dir;  // empty: runs/<model>-<timestamp>
+  std::uint64_t eval_every = 0;  // steps; 0: once per epoch
+  double target_accuracy = 0.0;  // 0: no target
+  std::uint64_t log_every = 50;
+
+  // Throws UsageError naming the flag and value for anything out of range. world_size is
+  // needed to check --local-batches.
+  void validate(int world_size) const;
+  // Keys are the flag names ("global-batch"), so the JSON in the manifest and the TOML in
+  // the run directory both say exactly what to pass to reproduce the run.
+  nlohmann::json to_json() const;
+  std::string to_toml() const;
+
+  // The learning-rate schedule of a run of total_steps steps: --lr scaled by --lr-scaling
+  // for the global batch (reference batch 128), warmup, and the decay of --schedule.
+  ScheduleConfig schedule_config(std::uint64_t total_steps) const;
+  std::string describe_schedule(std::uint64_t total_steps) const;
+};
+
+// "1024,1024" -> {1024, 1024}; throws UsageError naming the flag on anything else.
+std::vector<std::size_t> parse_size_list(const std::string& text, const std::string& flag);
+
+}  // namespace ringtrain

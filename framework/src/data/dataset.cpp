@@ -1,0 +1,120 @@
+// Dataset loading (IDX bytes -> floats in [0, 1]) and the per-step gather of a batch.
+//
+// Loading happens once before the first step; gather_batch runs in every step, after the
+// sampler has chosen this rank's sample indices and before the model's forward pass.
+#include "ringtrain/framework/data/dataset.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <system_error>
+
+#include "ringtrain/framework/data/idx.hpp"
+#include "ringtrain/framework/error.hpp"
+
+namespace ringtrain::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct SplitFiles {
+  const char* images;
+  const char* labels;
+};
+
+SplitFiles split_files(Split split) {
+  if (split == Split::kTrain) return {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"};
+  return {"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+}
+
+// dir/name.gz if present, else dir/name without .gz if present, else DataError naming the .gz.
+fs::path find_file(const fs::path& dir, const char* gz_name, Split split) {
+  std::error_code ec;
+  const fs::path gz = dir / gz_name;
+  if (fs::exists(gz, ec)) return gz;
+  fs::path plain = gz;
+  plain.replace_extension();
+  if (fs::exists(plain, ec)) return plain;
+  throw DataError(fmt::format(
+      "{}: file not found: the Fashion-MNIST {} split needs {} (or {} uncompressed) in {}; "
+      "reinstall the Debian package dataset-fashion-mnist or pass --data DIR",
+      gz.string(), to_string(split), gz_name, plain.filename().string(), dir.string()));
+}
+
+}  // namespace
+
+const char* to_string(Split split) {
+  return split == Split::kTrain ? "train" : "test";
+}
+
+fs::path default_data_dir() {
+  return "/usr/share/datasets/fashion-mnist";
+}
+
+Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_file,
+                         const IdxSpec& spec) {
+  const IdxImages images = read_idx_images(images_file, spec.rows, spec.cols);
+  const std::vector<std::uint8_t> labels = read_idx_labels(labels_file, spec.num_classes);
+  if (images.count != labels.size())
+    throw DataError(
+        fmt::format("{} holds {} images but {} holds {} labels; image/label count "
+                    "mismatch (the two files must come from the same split)",
+                    images_file.string(), images.count, labels_file.string(), labels.size()));
+
+  // pixel byte b -> b / 255, looked up rather than divided 47 million times.
+  std::array<float, 256> to_unit{};
+  for (std::size_t b = 0; b < to_unit.size(); ++b) to_unit[b] = static_cast<float>(b) / 255.0f;
+
+  Dataset dataset;
+  dataset.images = Tensor({images.count, 1, images.rows, images.cols});
+  std::span<float> out = dataset.images.span();
+  std::transform(images.pixels.begin(), images.pixels.end(), out.begin(),
+                 [&to_unit](std::uint8_t b) { return to_unit[b]; });
+  dataset.labels.assign(labels.begin(), labels.end());
+  return dataset;
+}
+
+Dataset load_fashion_mnist(const fs::path& dir, Split split) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw DataError(fmt::format(
+        "Fashion-MNIST directory {} does not exist: install the Debian package "
+        "dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or pass --data DIR",
+        dir.string()));
+  if (!fs::is_directory(dir, ec))
+    throw DataError(fmt::format(
+        "Fashion-MNIST directory {} is not a directory: pass --data DIR with the folder that "
+        "holds the IDX files (the Debian package dataset-fashion-mnist installs them in {})",
+        dir.string(), default_data_dir().string()));
+  const SplitFiles names = split_files(split);
+  const fs::path images_file = find_file(dir, names.images, split);
+  const fs::path labels_file = find_file(dir, names.labels, split);
+  return load_idx_dataset(images_file, labels_file, IdxSpec{});
+}
+
+void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,
+                  std::span<float> images_out, std::span<std::int32_t> labels_out) {
+  const std::size_t k = indices.size();
+  const std::size_t per_sample = dataset.sample_elements();
+  if (images_out.size() != k * per_sample || labels_out.size() != k)
+    throw Error(
+        fmt::format("gather_batch: {} indices need {} image floats and {} labels, got "
+                    "buffers of {} and {}",
+                    k, k * per_sample, k, images_out.size(), labels_out.size()));
+  const float* images = dataset.images.data();
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::uint64_t s = indices[i];
+    if (s >= dataset.size())
+      throw Error(
+          fmt::format("gather_batch: sample index {} at position {} is out of range for "
+                      "a dataset of {} samples",
+                      s, i, dataset.size()));
+    // sample s occupies floats [s * per_sample, (s + 1) * per_sample) of the images tensor
+    std::copy_n(images + s * per_sample, per_sample, images_out.begin() + i * per_sample);
+    labels_out[i] = dataset.labels[s];
+  }
+}
+
+}  // namespace ringtrain::data

@@ -1,0 +1,76 @@
+// SGD update (see sgd.hpp for the rule). The loop is instantiated once per combination of
+// (weight decay, momentum, nesterov), so each variant is a branch-free pass that the
+// compiler vectorises: at -O3 one step over the 1.86 M-parameter mlp reads p, g, buf and
+// writes p, buf once (≈ 37 MB of traffic).
+#include "ringtrain/framework/optim/sgd.hpp"
+
+#include <fmt/format.h>
+
+namespace ringtrain {
+namespace {
+
+// p, g, buf: (n). buf is unused when !kMomentum.
+template <bool kDecay, bool kMomentum, bool kNesterov>
+void sgd_update(float* p, const float* grad, float* buf, std::size_t n, float lr, float mu,
+                float wd) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    if constexpr (kDecay) g += wd * p[i];  // coupled decay
+    float d = g;
+    if constexpr (kMomentum) {
+      const float b = mu * buf[i] + g;  // buf = μ·buf + g
+      buf[i] = b;
+      d = kNesterov ? g + mu * b : b;  // nesterov looks one step ahead
+    }
+    p[i] -= lr * d;
+  }
+}
+
+}  // namespace
+
+Sgd::Sgd(const OptimizerConfig& config, std::size_t num_elements)
+    : Optimizer(num_elements),
+      momentum_(config.momentum),
+      nesterov_(config.nesterov),
+      weight_decay_(config.weight_decay),
+      momentum_buffer_(config.momentum > 0.0f ? num_elements : 0, 0.0f) {}
+
+void Sgd::step(std::span<float> params, std::span<const float> grads, float lr) {
+  check_extent(params, grads);
+  advance_step_count();
+  float* p = params.data();
+  const float* g = grads.data();
+  float* buf = momentum_buffer_.data();
+  const std::size_t n = params.size();
+  const float mu = momentum_;
+  const float wd = weight_decay_;
+  const bool decay = wd != 0.0f;  // PyTorch skips the term entirely when wd = 0
+  if (mu == 0.0f) {
+    if (decay)
+      sgd_update<true, false, false>(p, g, buf, n, lr, mu, wd);
+    else
+      sgd_update<false, false, false>(p, g, buf, n, lr, mu, wd);
+  } else if (nesterov_) {
+    if (decay)
+      sgd_update<true, true, true>(p, g, buf, n, lr, mu, wd);
+    else
+      sgd_update<false, true, true>(p, g, buf, n, lr, mu, wd);
+  } else {
+    if (decay)
+      sgd_update<true, true, false>(p, g, buf, n, lr, mu, wd);
+    else
+      sgd_update<false, true, false>(p, g, buf, n, lr, mu, wd);
+  }
+}
+
+std::vector<OptimizerStateView> Sgd::state() {
+  if (momentum_ == 0.0f) return {};
+  return {{"momentum", momentum_buffer_}};
+}
+
+std::string Sgd::describe() const {
+  return fmt::format("sgd(momentum={}, nesterov={}, weight_decay={})", momentum_, nesterov_,
+                     weight_decay_);
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,158 @@
+// Validation and serialisation of TrainConfig. Every check names the flag and the value.
+#include "ringtrain/framework/train/config.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "ringtrain/framework/data/sampler.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/optim/optimizer.hpp"
+#include "ringtrain/framework/train/reduction.hpp"
+
+namespace ringtrain {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
+
+void require_one_of(const std::string& value, std::initializer_list<const char*> choices,
+                    const std::string& flag) {
+  for (const char* c : choices)
+    if (value == c) return;
+  std::string list;
+  for (const char* c : choices) list += std::string(list.empty() ? "" : ", ") + c;
+  throw UsageError(fmt::format("{} {}: choose one of {}", flag, value, list));
+}
+
+// A float as the double with the same shortest decimal form: 0.9f -> 0.9, not 0.8999999761.
+double shortest(float value) { return std::stod(fmt::format("{}", value)); }
+
+}  // namespace
+
+std::vector<std::size_t> parse_size_list(const std::string& text, const std::string& flag) {
+  std::vector<std::size_t> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    std::size_t used = 0;
+    unsigned long long v = 0;
+    try {
+      v = std::stoull(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || item[0] == '-' || item[0] == '+')
+      throw UsageError(fmt::format("{} {}: '{}' is not a whole number", flag, text, item));
+    values.push_back(static_cast<std::size_t>(v));
+    start = comma + 1;
+  }
+  return values;
+}
+
+void TrainConfig::validate(int world_size) const {
+  require(global_batch > 0, "--global-batch 0: a step needs at least one sample");
+  if (!local_batches.empty())
+    data::parse_local_batches(local_batches, static_cast<std::size_t>(world_size), global_batch);
+  require(steps > 0 || epochs > 0, fmt::format("--epochs {}: give --steps S or --epochs E > 0", epochs));
+  require(std::isfinite(epochs) && epochs >= 0, fmt::format("--epochs {} must be >= 0", epochs));
+  require(std::isfinite(lr) && lr > 0, fmt::format("--lr {}: the learning rate must be > 0", lr));
+  require(dropout >= 0.0f && dropout < 1.0f, fmt::format("--dropout {} must be in [0, 1)", dropout));
+  for (std::size_t w : parse_size_list(mlp_hidden, "--mlp-hidden"))
+    require(w > 0, "--mlp-hidden " + mlp_hidden + ": widths must be > 0");
+  require(target_accuracy >= 0.0 && target_accuracy <= 1.0,
+          fmt::format("--target-accuracy {} must be in [0, 1]", target_accuracy));
+  require(log_every > 0, "--log-every 0: must be >= 1");
+  require(blas_threads >= 0, fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
+  require_one_of(sync_bn, {"auto", "on", "off"}, "--sync-bn");
+  require_one_of(collective, {"ring", "mpi"}, "--collective");
+  parse_reduction(reduction);
+  OptimizerConfig opt;
+  opt.name = optimizer;
+  opt.momentum = momentum;
+  opt.nesterov = nesterov;
+  opt.weight_decay = weight_decay;
+  opt.beta1 = beta1;
+  opt.beta2 = beta2;
+  opt.eps = eps;
+  ringtrain::validate(opt);
+  ringtrain::validate(schedule_config(steps > 0 ? steps : warmup_steps + 1000000));
+}
+
+ScheduleConfig TrainConfig::schedule_config(std::uint64_t total_steps) const {
+  ScheduleConfig s;
+  s.kind = schedule;
+  s.base_lr = scale_learning_rate(lr, lr_scaling, global_batch, 128);
+  s.warmup_steps = warmup_steps;
+  s.total_steps = total_steps;
+  s.step_size = step_size > 0 ? step_size : std::max<std::uint64_t>(1, (total_steps - std::min(total_steps, warmup_steps)) / 3);
+  s.gamma = gamma;
+  s.min_lr = min_lr;
+  return s;
+}
+
+std::string TrainConfig::describe_schedule(std::uint64_t total_steps) const {
+  const ScheduleConfig s = schedule_config(total_steps);
+  std::string text = fmt::format("lr {} ({} scaling of --lr {} for batch {} vs 128)", s.base_lr,
+                                 lr_scaling, lr, global_batch);
+  if (s.warmup_steps > 0) text += fmt::format(", linear warmup over {} steps", s.warmup_steps);
+  if (s.kind == "constant") text += ", constant";
+  if (s.kind == "step") text += fmt::format(", x{} every {} steps", s.gamma, s.step_size);
+  if (s.kind == "cosine") text += fmt::format(", cosine to {} at step {}", s.min_lr, s.total_steps);
+  return text;
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"data", data_dir},
+          {"model", model},
+          {"mlp-hidden", mlp_hidden},
+          {"dropout", shortest(dropout)},
+          {"global-batch", global_batch},
+          {"local-batches", local_batches},
+          {"steps", steps},
+          {"epochs", epochs},
+          {"optimizer", optimizer},
+          {"lr", shortest(lr)},
+          {"momentum", shortest(momentum)},
+          {"nesterov", nesterov},
+          {"weight-decay", shortest(weight_decay)},
+          {"beta1", shortest(beta1)},
+          {"beta2", shortest(beta2)},
+          {"eps", shortest(eps)},
+          {"schedule", schedule},
+          {"warmup-steps", warmup_steps},
+          {"step-size", step_size},
+          {"gamma", shortest(gamma)},
+          {"min-lr", shortest(min_lr)},
+          {"lr-scaling", lr_scaling},
+          {"seed", seed},
+          {"reduction", reduction},
+          {"sync-bn", sync_bn},
+          {"blas-threads", blas_threads},
+          {"collective", collective},
+          {"run-dir", run_dir},
+          {"eval-every", eval_every},
+          {"target-accuracy", target_accuracy},
+          {"log-every", log_every}};
+}
+
+std::string TrainConfig::to_toml() const {
+  // One `key = value` line per flag, strings quoted: `--config` reads it back.
+  std::string text = "# resolved configuration of this run: ringtrain train --config <this file>\n";
+  const nlohmann::json json = to_json();  // items() borrows: keep the object alive
+  for (const auto& [key, value] : json.items()) {
+    if (value.is_string() && value.get<std::string>().empty()) continue;  // default
+    if (key == "run-dir") continue;  // a rerun goes to a directory of its own
+    if (key == (steps > 0 ? "epochs" : "steps")) continue;  // --steps excludes --epochs
+    if (value.is_boolean()) {
+      if (value.get<bool>()) text += key + " = true\n";
+      continue;
+    }
+    text += key + " = " + value.dump() + "\n";
+  }
+  return text;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,47 @@
+// Run directory: manifest and metrics files.
+#include "ringtrain/framework/train/run_directory.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ringtrain/framework/error.hpp"
+
+namespace ringtrain {
+
+RunDirectory::RunDirectory(std::filesystem::path dir, bool allow_existing) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw Error("cannot create run directory " + dir_.string() + ": " + ec.message());
+  if (!allow_existing && std::filesystem::exists(dir_ / "manifest.json"))
+    throw UsageError("run directory " + dir_.string() +
+                     " already holds a run (manifest.json); choose another --run-dir");
+  metrics_.open(dir_ / "metrics.jsonl", std::ios::app);
+  if (!metrics_) throw Error("cannot open " + (dir_ / "metrics.jsonl").string());
+}
+
+void RunDirectory::write_manifest(const nlohmann::json& manifest) const {
+  write_file_atomically(dir_ / "manifest.json", manifest.dump(2) + "\n");
+}
+
+void RunDirectory::append_metrics(const nlohmann::json& record) {
+  metrics_ << record.dump() << '\n';
+  metrics_.flush();
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path temp = path.string() + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error("cannot write " + temp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);  // atomic on POSIX: old or new, never torn
+  if (ec) throw Error("cannot rename " + temp.string() + " to " + path.string() + ": " + ec.message());
+}
+
+}  // namespace ringtrain

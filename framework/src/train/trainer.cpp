@@ -1,0 +1,358 @@
+// The training loop (see trainer.hpp for the step recipe).
+#include "ringtrain/framework/train/trainer.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "ringtrain/collectives/ring.hpp"
+#include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/data/dataset.hpp"
+#include "ringtrain/framework/data/sampler.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/loss.hpp"
+#include "ringtrain/framework/optim/optimizer.hpp"
+#include "ringtrain/framework/optim/schedule.hpp"
+#include "ringtrain/framework/train/progress.hpp"
+#include "ringtrain/framework/train/reduction.hpp"
+#include "ringtrain/framework/train/run_directory.hpp"
+
+namespace ringtrain {
+namespace {
+
+namespace coll = collectives;
+
+double now_s() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// SyncBatchNorm's cross-rank sum: one small allreduce of doubles.
+class CommSum final : public CrossRankSum {
+ public:
+  explicit CommSum(const coll::Communicator& comm) : comm_(comm) {}
+  void sum(std::span<double> values) const override { coll::allreduce_sum(comm_, values); }
+
+ private:
+  const coll::Communicator& comm_;
+};
+
+// Runs `load` on every rank; if it failed anywhere, every rank throws the same kind of
+// error, so no rank is left waiting in a collective for one that gave up.
+template <typename Load>
+auto load_agreed(const coll::Communicator& comm, Load&& load) -> decltype(load()) {
+  std::string message;
+  decltype(load()) value{};
+  try {
+    value = load();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  double failed[2] = {message.empty() ? 0.0 : 1.0, message.empty() || comm.rank() != 0 ? 0.0 : 1.0};
+  coll::allreduce_sum(comm, std::span<double>(failed));
+  if (failed[0] > 0.0) {
+    if (!message.empty()) throw DataError(message);
+    throw DataError("loading failed on another rank (see its message)");
+  }
+  return value;
+}
+
+std::string default_run_dir(const std::string& model) {
+  const std::time_t t = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/" + model + "-" + stamp;
+}
+
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string v(version, static_cast<std::size_t>(length));
+  return v.substr(0, v.find('\n'));
+}
+
+}  // namespace
+
+nlohmann::json TrainResults::to_json() const {
+  return {{"steps", steps},
+          {"final_test_accuracy", final_test_accuracy},
+          {"best_test_accuracy", best_test_accuracy},
+          {"target_reached", target_reached},
+          {"steps_to_target", target_reached ? nlohmann::json(steps_to_target) : nlohmann::json()},
+          {"time_to_target_s", target_reached ? nlohmann::json(time_to_target_s) : nlohmann::json()},
+          {"mean_step_s", mean_step_s},
+          {"samples_per_s", samples_per_s},
+          {"wall_s", wall_s}};
+}
+
+Trainer::Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,
+                 const coll::Communicator& comm)
+    : config_(std::move(config)), model_(std::move(model)), input_shape_(input_shape), comm_(comm) {
+  config_.validate(comm_.size());
+  if (!model_) throw Error("Trainer needs a model");
+}
+
+const Sequential& Trainer::model() const { return *model_; }
+
+TrainResults Trainer::run() {
+  const int world = comm_.size();
+  const int rank = comm_.rank();
+  const bool leader = rank == 0;
+  std::FILE* out = stdout;
+  auto say = [&](const std::string& line) {
+    if (leader) std::fprintf(out, "%s\n", line.c_str());
+  };
+
+  // --- threads: cores per node / ranks per node unless asked (DESIGN §4) ---
+  const int cores = blas::available_cores();
+  const int threads = config_.blas_threads > 0
+                          ? config_.blas_threads
+                          : std::max(1, cores / std::max(1, comm_.ranks_per_node()));
+  blas::set_threads(threads);
+
+  // --- data ---
+  const std::string data_dir = config_.data_dir.empty() ? data::default_data_dir().string() : config_.data_dir;
+  auto train = load_agreed(comm_, [&] { return data::load_fashion_mnist(data_dir, data::Split::kTrain); });
+  auto test = load_agreed(comm_, [&] { return data::load_fashion_mnist(data_dir, data::Split::kTest); });
+
+  // --- batches ---
+  const std::size_t global_batch = config_.global_batch;
+  const std::vector<std::size_t> local_batches =
+      config_.local_batches.empty()
+          ? data::near_equal_split(global_batch, static_cast<std::size_t>(world))
+          : data::parse_local_batches(config_.local_batches, static_cast<std::size_t>(world), global_batch);
+  const std::size_t max_local = *std::max_element(local_batches.begin(), local_batches.end());
+  const Reduction reduction = parse_reduction(config_.reduction);
+
+  // --- model ---
+  Sequential& model = *model_;
+  constexpr std::size_t kEvalChunk = 256;
+  model.plan(input_shape_, std::max<std::size_t>({max_local, kEvalChunk, 1}));
+  model.initialize(config_.seed);
+  // Rank 0's parameters are the truth; every rank starts from them.
+  if (world > 1) coll::broadcast(comm_, model.parameters().values(), 0);
+
+  const bool has_bn = model.has_batch_norm();
+  const bool sync_bn = world > 1 && (config_.sync_bn == "on" || (config_.sync_bn == "auto" && has_bn));
+  CommSum comm_sum(comm_);
+
+  // --- optimizer and schedule ---
+  OptimizerConfig opt;
+  opt.name = config_.optimizer;
+  opt.momentum = config_.momentum;
+  opt.nesterov = config_.nesterov;
+  opt.weight_decay = config_.weight_decay;
+  opt.beta1 = config_.beta1;
+  opt.beta2 = config_.beta2;
+  opt.eps = config_.eps;
+  auto optimizer = make_optimizer(opt, model.parameters().num_elements());
+
+  data::GlobalSampler sampler(config_.seed, train.size(), global_batch);
+  const std::uint64_t steps_per_epoch = sampler.steps_per_epoch();
+  const std::uint64_t total_steps =
+      config_.steps > 0 ? config_.steps
+                        : static_cast<std::uint64_t>(std::ceil(config_.epochs * double(steps_per_epoch)));
+  const ScheduleConfig schedule = config_.schedule_config(total_steps);
+  const std::uint64_t eval_every = config_.eval_every > 0 ? config_.eval_every : steps_per_epoch;
+
+  // --- run directory and banner (rank 0) ---
+  std::unique_ptr<RunDirectory> run_dir;
+  nlohmann::json manifest;
+  if (leader) {
+    run_dir = std::make_unique<RunDirectory>(
+        config_.run_dir.empty() ? default_run_dir(config_.model) : config_.run_dir, false);
+    manifest["config"] = config_.to_json();
+    manifest["world_size"] = world;
+    manifest["local_batches"] = local_batches;
+    manifest["reduction"] = {{"convention", to_string(reduction)},
+                             {"scale", reduction == Reduction::kSumScaled ? "1/B" : "1/(b_r*N)"},
+                             {"samples_per_step", global_batch},
+                             {"collective", world > 1 ? "sum" : "none (N = 1)"},
+                             {"description", describe(reduction)}};
+    manifest["batch_norm"] = {{"present", has_bn},
+                              {"statistics", sync_bn ? "global (SyncBatchNorm over all ranks)"
+                                                     : (world > 1 ? "per rank (local batch only)"
+                                                                  : "global (one process)")}};
+    manifest["blas_threads"] = threads;
+    manifest["cores_per_node"] = cores;
+    manifest["ranks_per_node"] = comm_.ranks_per_node();
+    manifest["optimizer"] = optimizer->describe();
+    manifest["learning_rate_schedule"] = config_.describe_schedule(total_steps);
+    manifest["steps_per_epoch"] = steps_per_epoch;
+    manifest["total_steps"] = total_steps;
+    manifest["parameters"] = model.parameters().num_elements();
+    manifest["versions"] = {{"ringtrain", RINGTRAIN_VERSION},
+                            {"compiler", fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
+                            {"openblas", blas::config()},
+                            {"mpi", mpi_library_version()}};
+    manifest["results"] = TrainResults{}.to_json();
+    run_dir->write_manifest(manifest);
+    write_file_atomically(run_dir->path() / "config.toml", config_.to_toml());
+
+    say(fmt::format("ringtrain: {} on {} rank(s), {} BLAS thread(s) per rank ({} cores, {} ranks on this node)",
+                    config_.model, world, threads, cores, comm_.ranks_per_node()));
+    say(fmt::format("  data {}: {} train / {} test samples", data_dir, train.size(), test.size()));
+    say(fmt::format("  global batch {} = local batches {}", global_batch, fmt::join(local_batches, "+")));
+    say(fmt::format("  reduction {}", describe(reduction)));
+    if (reduction == Reduction::kMeanOfMeans)
+      say("  WARNING: --reduction mean-of-means divides by the number of ranks, not by the samples: "
+          "with unequal local batches the update is not the global batch's gradient");
+    if (has_bn)
+      say(fmt::format("  batch norm statistics: {}", manifest["batch_norm"]["statistics"].get<std::string>()));
+    say(fmt::format("  optimizer {}, {}", optimizer->describe(), config_.describe_schedule(total_steps)));
+    say(fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
+                    total_steps, steps_per_epoch, eval_every, run_dir->path().string()));
+  }
+
+  // --- buffers planned once: the loop allocates nothing ---
+  const std::size_t pixels = num_elements(model.input_shape());
+  const std::size_t classes = num_elements(model.output_shape());
+  std::vector<float> images(max_local * pixels);
+  std::vector<std::int32_t> labels(max_local);
+  std::vector<std::uint64_t> sample_ids(max_local);
+  std::vector<float> dlogits(max_local * classes);
+  std::span<float> grads = model.parameters().grads();
+  std::span<float> params = model.parameters().values();
+  coll::RingOptions ring;
+  ring.algorithm = config_.collective == "mpi" ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
+
+  // Evaluation: the test set split near-equally over ranks, correct counts summed exactly.
+  auto evaluate = [&]() -> std::pair<double, double> {
+    const auto shares = data::near_equal_split(test.size(), static_cast<std::size_t>(world));
+    const data::Slice mine = data::rank_slice(shares, static_cast<std::size_t>(rank), test.size());
+    std::vector<std::uint64_t> ids(kEvalChunk);
+    std::vector<float> x(kEvalChunk * pixels);
+    std::vector<std::int32_t> y(kEvalChunk);
+    double totals[2] = {0.0, 0.0};  // correct, loss sum
+    StepContext ctx;
+    ctx.training = false;
+    ctx.seed = config_.seed;
+    for (std::size_t begin = 0; begin < mine.count; begin += kEvalChunk) {
+      const std::size_t n = std::min(kEvalChunk, mine.count - begin);
+      for (std::size_t i = 0; i < n; ++i) ids[i] = mine.begin + begin + i;
+      data::gather_batch(test, std::span(ids).first(n), std::span(x).first(n * pixels), std::span(y).first(n));
+      auto logits = model.forward(x, n, ctx);
+      const LossResult r = softmax_cross_entropy_eval(logits, std::span(y).first(n), n, classes);
+      totals[0] += double(r.correct);
+      totals[1] += r.loss_sum;
+    }
+    if (world > 1) coll::allreduce_sum(comm_, std::span<double>(totals));
+    return {totals[0] / double(test.size()), totals[1] / double(test.size())};
+  };
+
+  TrainResults results;
+  Progress progress(out, total_steps, config_.log_every, leader);
+  double window_loss = 0.0, window_samples = 0.0, window_compute = 0.0, window_comm = 0.0;
+  double window_start = now_s(), train_time = 0.0;
+  std::uint64_t window_steps = 0;
+  const double start = now_s();
+  double last_loss = NAN;
+
+  for (std::uint64_t step = 0; step < total_steps; ++step) {
+    const double t0 = now_s();
+    // 1. this step's global batch and this rank's slice of it
+    const data::GlobalBatch batch = sampler.next_batch();
+    const std::size_t batch_samples = batch.samples.size();
+    const data::Slice mine = data::rank_slice(local_batches, static_cast<std::size_t>(rank), batch_samples);
+    for (std::size_t i = 0; i < mine.count; ++i) sample_ids[i] = batch.samples[mine.begin + i];
+    data::gather_batch(train, std::span(sample_ids).first(mine.count), std::span(images).first(mine.count * pixels),
+                       std::span(labels).first(mine.count));
+
+    // 2. forward, loss scaled by the convention, backward
+    StepContext ctx;
+    ctx.training = true;
+    ctx.seed = config_.seed;
+    ctx.sample_ids = std::span(sample_ids).first(mine.count);
+    ctx.cross_rank = sync_bn ? &comm_sum : nullptr;
+    auto logits = model.forward(images, mine.count, ctx);
+    const float scale = loss_scale(reduction, mine.count, batch_samples, world);
+    const LossResult loss = softmax_cross_entropy(logits, std::span(labels).first(mine.count), mine.count,
+                                                  classes, scale, dlogits);
+    model.backward(dlogits, mine.count, ctx);
+    const double t1 = now_s();
+
+    // 3. sum the gradients over ranks
+    if (world > 1) coll::allreduce_sum(comm_, grads, ring);
+    const double t2 = now_s();
+
+    // 4. the same update everywhere
+    optimizer->step(params, grads, learning_rate(schedule, step));
+    const double t3 = now_s();
+
+    window_loss += loss.loss_sum;
+    window_samples += double(mine.count);
+    window_compute += (t1 - t0) + (t3 - t2);
+    window_comm += t2 - t1;
+    train_time += t3 - t0;
+    ++window_steps;
+    const std::uint64_t done = step + 1;
+
+    const bool log_now = done % config_.log_every == 0 || done == total_steps;
+    const bool eval_now = done % eval_every == 0 || done == total_steps;
+    if (log_now) {
+      double sums[2] = {window_loss, window_samples};
+      if (world > 1) coll::allreduce_sum(comm_, std::span<double>(sums));
+      last_loss = sums[0] / std::max(1.0, sums[1]);
+      const double elapsed = now_s() - window_start;
+      if (leader) {
+        run_dir->append_metrics({{"step", done},
+                                 {"epoch", double(done) / double(steps_per_epoch)},
+                                 {"loss", last_loss},
+                                 {"lr", learning_rate(schedule, step)},
+                                 {"step_s", elapsed / double(window_steps)},
+                                 {"compute_s", window_compute / double(window_steps)},
+                                 {"comm_s", window_comm / double(window_steps)},
+                                 {"samples_per_s", sums[1] / elapsed}});
+      }
+      window_loss = window_samples = window_compute = window_comm = 0.0;
+      window_steps = 0;
+      window_start = now_s();
+    }
+    if (eval_now) {
+      const auto [accuracy, test_loss] = evaluate();
+      results.final_test_accuracy = accuracy;
+      results.best_test_accuracy = std::max(results.best_test_accuracy, accuracy);
+      if (leader) {
+        run_dir->append_metrics({{"step", done}, {"test_accuracy", accuracy}, {"test_loss", test_loss},
+                                 {"wall_s", now_s() - start}});
+        progress.message(fmt::format("step {:>6}  epoch {:5.2f}  loss {:.4f}  test accuracy {:.4f}",
+                                     done, double(done) / double(steps_per_epoch), last_loss, accuracy));
+      }
+      if (config_.target_accuracy > 0.0 && accuracy >= config_.target_accuracy && !results.target_reached) {
+        results.target_reached = true;
+        results.steps_to_target = done;
+        results.time_to_target_s = now_s() - start;
+      }
+      window_start = now_s();  // evaluation time is not step time
+    }
+    progress.update(done, fmt::format("loss {:.4f}  lr {:.4g}", last_loss, learning_rate(schedule, step)));
+    results.steps = done;
+    if (results.target_reached) break;
+  }
+  progress.finish();
+
+  results.wall_s = now_s() - start;
+  results.mean_step_s = results.steps > 0 ? train_time / double(results.steps) : 0.0;
+  results.samples_per_s = results.mean_step_s > 0 ? double(global_batch) / results.mean_step_s : 0.0;
+  if (leader) {
+    manifest["results"] = results.to_json();
+    run_dir->write_manifest(manifest);
+    say(fmt::format("done: {} steps in {:.1f} s, {:.0f} samples/s, test accuracy {:.4f} (best {:.4f}){}",
+                    results.steps, results.wall_s, results.samples_per_s, results.final_test_accuracy,
+                    results.best_test_accuracy,
+                    results.target_reached ? fmt::format(", target {} reached at step {}",
+                                                         config_.target_accuracy, results.steps_to_target)
+                                           : std::string()));
+  }
+  return results;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,36 @@
+// Models by name. The CLI's --model flag and a course's own programs build networks here.
+//
+//   mlp      784 → 1024 → 1024 → 10, ReLU              (widths configurable)
+//   cnn      conv5x5 1→32 pad 2, ReLU, maxpool 2, conv5x5 32→64 pad 2, ReLU, maxpool 2,
+//            flatten, fc 3136→1024, ReLU, fc 1024→10
+//   cnn-bn   cnn with BatchNorm after each convolution
+//
+// Every model takes Fashion-MNIST images, (1, 28, 28) per sample, and returns 10 logits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringtrain/framework/sequential.hpp"
+
+namespace ringtrain::models {
+
+struct ModelOptions {
+  std::vector<std::size_t> mlp_hidden = {1024, 1024};  // hidden widths of `mlp`
+  float dropout = 0.0f;                                // 0: no Dropout layers
+};
+
+// Names accepted by make_model, in a stable order (for help texts and errors).
+const std::vector<std::string>& model_names();
+
+// A new, unplanned model. Throws UsageError naming the known models for an unknown name.
+std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options = {});
+
+// Per-sample input shape of every model here: (1, 28, 28).
+Shape input_shape();
+
+// True if the model contains a batch-dependent layer (BatchNorm).
+bool has_batch_norm(const std::string& name);
+
+}  // namespace ringtrain::models

@@ -1,0 +1,224 @@
+// Every layer's backward against central finite differences of L = Σ y·r, for the input
+// and for every parameter; the loss's dlogits against finite differences of loss_sum·scale;
+// and a check that the checker itself rejects a wrong gradient.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+
+#include "layer_rig.hpp"
+#include "ringtrain/framework/layers/batchnorm.hpp"
+#include "ringtrain/framework/layers/conv2d.hpp"
+#include "ringtrain/framework/layers/dropout.hpp"
+#include "ringtrain/framework/layers/flatten.hpp"
+#include "ringtrain/framework/layers/linear.hpp"
+#include "ringtrain/framework/layers/maxpool2d.hpp"
+#include "ringtrain/framework/layers/relu.hpp"
+#include "ringtrain/framework/loss.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::testing;
+
+namespace {
+
+constexpr double kTolerance = 1e-3;  // observed errors are ~1e-5
+
+void require_all_pass(const std::vector<GradientComparison>& results) {
+  for (const GradientComparison& c : results) {
+    INFO(c.what << ": " << c.checked << " coordinates, norm error " << c.norm_error
+                << ", max error " << c.max_error << ", |analytic| " << c.analytic_norm);
+    CHECK(c.passes(kTolerance));
+  }
+}
+
+// Values in ±[0.1, 1.1]: at least 0.1 from ReLU's kink, far more than the FD step.
+std::vector<float> away_from_zero(std::size_t count, std::mt19937& rng) {
+  std::vector<float> v = random_uniform(count, rng, 0.1f, 1.1f);
+  std::bernoulli_distribution sign(0.5);
+  for (float& e : v)
+    if (sign(rng)) e = -e;
+  return v;
+}
+
+// Distinct values 0.05 apart in random order: no max-pool window has a near tie.
+std::vector<float> distinct_shuffled(std::size_t count, std::mt19937& rng) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = -1.0f + 0.05f * float(i);
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+// A deliberately wrong ReLU: passes dy through everywhere, ignoring the mask.
+class WrongReLU final : public Layer {
+ public:
+  std::string kind() const override { return "wrong_relu"; }
+  Shape plan(const Shape& input, std::size_t) override {
+    features_ = num_elements(input);
+    return input;
+  }
+  void forward(std::span<const float> x, std::span<float> y, std::size_t n,
+               const StepContext&) override {
+    for (std::size_t i = 0; i < n * features_; ++i) y[i] = x[i] > 0 ? x[i] : 0;
+  }
+  void backward(std::span<const float>, std::span<const float>, std::span<const float> dy,
+                std::span<float> dx, std::size_t n, const StepContext&) override {
+    for (std::size_t i = 0; i < n * features_; ++i) dx[i] = dy[i];
+  }
+
+ private:
+  std::size_t features_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("the gradient checker rejects wrong gradients", "[gradcheck]") {
+  std::mt19937 rng(1);
+  WrongReLU wrong;
+  LayerRig rig(wrong, {40}, 3, rng);
+  const auto results =
+      check_layer_gradients(rig, away_from_zero(rig.in_size(3), rng), 3, {}, 1e-2f, rng);
+  REQUIRE(results.size() == 1);
+  CHECK_FALSE(results[0].passes(kTolerance));
+
+  // A Linear layer whose weight gradient is 2% off in one element of 200 also fails.
+  Linear linear(10, 20);
+  LayerRig lrig(linear, {10}, 4, rng);
+  std::vector<float> x = random_normal(lrig.in_size(4), rng);
+  const std::vector<float> r = random_normal(lrig.out_size(4), rng);
+  std::vector<float> y(lrig.out_size(4)), dx(lrig.in_size(4));
+  linear.forward(x, y, 4, {});
+  linear.backward(x, y, r, dx, 4, {});
+  std::vector<double> analytic(lrig.grads[0].begin(), lrig.grads[0].end());
+  std::vector<std::size_t> all(analytic.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  const auto numeric = numeric_gradient(lrig.params[0], all, 1e-2f,
+                                        [&] { return projected_loss(lrig, x, 4, r, {}); });
+  CHECK(compare_gradients("weight", analytic, numeric).passes(kTolerance));
+  const auto largest = std::max_element(analytic.begin(), analytic.end(), [](double a, double b) {
+    return std::abs(a) < std::abs(b);
+  });
+  *largest *= 1.02;
+  CHECK_FALSE(compare_gradients("weight", analytic, numeric).passes(kTolerance));
+}
+
+TEST_CASE("Linear gradients match finite differences", "[gradcheck]") {
+  std::mt19937 rng(2);
+  Linear layer(7, 5);
+  LayerRig rig(layer, {7}, 4, rng);
+  require_all_pass(
+      check_layer_gradients(rig, random_normal(rig.in_size(4), rng), 4, {}, 1e-2f, rng));
+}
+
+TEST_CASE("ReLU gradients match finite differences", "[gradcheck]") {
+  std::mt19937 rng(3);
+  ReLU layer;
+  LayerRig rig(layer, {3, 4, 5}, 3, rng);
+  require_all_pass(
+      check_layer_gradients(rig, away_from_zero(rig.in_size(3), rng), 3, {}, 1e-2f, rng));
+}
+
+TEST_CASE("Conv2d gradients match finite differences", "[gradcheck][conv2d]") {
+  struct Case {
+    std::size_t c, o, k, s, p, h, w;
+  };
+  const Case cases[] = {
+      {3, 4, 3, 1, 1, 6, 6},  // padding 1, stride 1
+      {2, 3, 5, 1, 2, 7, 7},  // the cnn's 5x5 / padding 2 shape, small
+      {3, 2, 3, 2, 1, 7, 7},  // stride 2 with padding
+      {2, 3, 3, 2, 0, 8, 6},  // stride 2, no padding, non-square input
+      {4, 3, 1, 1, 0, 5, 5},  // 1x1: the column matrix is the input itself
+  };
+  std::mt19937 rng(4);
+  for (const Case& t : cases) {
+    INFO("Conv2d(" << t.c << " -> " << t.o << ", k " << t.k << ", s " << t.s << ", p " << t.p
+                   << ") on " << t.h << "x" << t.w);
+    Conv2d layer(t.c, t.o, t.k, t.s, t.p);
+    LayerRig rig(layer, {t.c, t.h, t.w}, 2, rng);
+    require_all_pass(
+        check_layer_gradients(rig, random_normal(rig.in_size(2), rng), 2, {}, 1e-2f, rng));
+  }
+}
+
+TEST_CASE("MaxPool2d gradients match finite differences", "[gradcheck]") {
+  std::mt19937 rng(5);
+  for (auto [k, s] : {std::pair<std::size_t, std::size_t>{2, 0}, {3, 2}, {2, 3}}) {
+    INFO("MaxPool2d(kernel " << k << ", stride " << s << ")");
+    MaxPool2d layer(k, s);
+    LayerRig rig(layer, {3, 7, 8}, 2, rng);
+    require_all_pass(
+        check_layer_gradients(rig, distinct_shuffled(rig.in_size(2), rng), 2, {}, 1e-2f, rng));
+  }
+}
+
+TEST_CASE("Flatten gradients match finite differences", "[gradcheck]") {
+  std::mt19937 rng(6);
+  Flatten layer;
+  LayerRig rig(layer, {2, 3, 4}, 3, rng);
+  REQUIRE(rig.output_shape == Shape{24});
+  require_all_pass(
+      check_layer_gradients(rig, random_normal(rig.in_size(3), rng), 3, {}, 1e-2f, rng));
+}
+
+TEST_CASE("Dropout gradients match finite differences with a fixed mask", "[gradcheck]") {
+  std::mt19937 rng(7);
+  Dropout layer(0.4f);
+  LayerRig rig(layer, {50}, 4, rng);
+  const std::vector<std::uint64_t> ids = {11, 3, 42, 7};
+  StepContext ctx;
+  ctx.seed = 99;
+  ctx.layer_index = 2;
+  ctx.sample_ids = ids;
+  require_all_pass(
+      check_layer_gradients(rig, random_normal(rig.in_size(4), rng), 4, ctx, 1e-2f, rng));
+}
+
+TEST_CASE("BatchNorm gradients match finite differences in training mode",
+          "[gradcheck][batchnorm]") {
+  std::mt19937 rng(8);
+  SECTION("(n, C)") {
+    BatchNorm layer(5);
+    LayerRig rig(layer, {5}, 6, rng);
+    require_all_pass(
+        check_layer_gradients(rig, random_normal(rig.in_size(6), rng, 2.0f), 6, {}, 1e-2f, rng));
+  }
+  SECTION("(n, C, H, W)") {
+    BatchNorm layer(3);
+    LayerRig rig(layer, {3, 4, 5}, 3, rng);
+    require_all_pass(
+        check_layer_gradients(rig, random_normal(rig.in_size(3), rng, 2.0f), 3, {}, 1e-2f, rng));
+  }
+  SECTION("eval mode (running statistics are constants)") {
+    BatchNorm layer(3);
+    LayerRig rig(layer, {3, 2, 2}, 3, rng);
+    // The layer holds views of these vectors: overwrite in place, never reassign.
+    const auto mean = random_normal(3, rng), var = random_uniform(3, rng, 0.5f, 2.0f);
+    std::copy(mean.begin(), mean.end(), rig.buffers[0].begin());  // running_mean
+    std::copy(var.begin(), var.end(), rig.buffers[1].begin());    // running_var
+    StepContext eval;
+    eval.training = false;
+    require_all_pass(
+        check_layer_gradients(rig, random_normal(rig.in_size(3), rng), 3, eval, 1e-2f, rng));
+  }
+}
+
+TEST_CASE("softmax_cross_entropy dlogits match finite differences of loss_sum * scale",
+          "[gradcheck]") {
+  std::mt19937 rng(9);
+  const std::size_t n = 5, classes = 7;
+  const float scale = 1.0f / 8.0f;  // e.g. 5 of a global batch of 8
+  std::vector<float> logits = random_normal(n * classes, rng, 2.0f);
+  const std::vector<std::int32_t> labels = {0, 6, 3, 3, 1};
+  std::vector<float> dlogits(n * classes);
+  softmax_cross_entropy(logits, labels, n, classes, scale, dlogits);
+
+  std::vector<std::size_t> all(logits.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  std::vector<float> scratch(n * classes);
+  const auto numeric = numeric_gradient(logits, all, 1e-2f, [&] {
+    return softmax_cross_entropy(logits, labels, n, classes, scale, scratch).loss_sum * scale;
+  });
+  const auto c =
+      compare_gradients("logits", std::vector<double>(dlogits.begin(), dlogits.end()), numeric);
+  INFO("norm error " << c.norm_error << ", max error " << c.max_error);
+  CHECK(c.passes(kTolerance));
+}

@@ -1,0 +1,177 @@
+// Facts every optimizer must keep, whatever its rule:
+//   - range property: an optimizer over [a, b) of a buffer gives, bit for bit, the result of
+//     one over the whole buffer restricted to [a, b) (what ZeRO-1 shards rely on);
+//   - resume: copying state() and step_count() into a fresh optimizer continues the same
+//     computation bit for bit (what checkpoints rely on);
+//   - empty ranges work; wrong extents and invalid configurations throw UsageError.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/optim/optimizer.hpp"
+
+namespace ringtrain {
+namespace {
+
+// Deterministic, position-dependent values so that a misplaced element shows.
+std::vector<float> pattern(std::size_t n, float phase) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = std::sin(0.37f * float(i) + phase);
+  return v;
+}
+
+std::vector<OptimizerConfig> all_configs() {
+  std::vector<OptimizerConfig> configs;
+  for (const bool nesterov : {false, true})
+    for (const float wd : {0.0f, 0.05f}) {
+      OptimizerConfig c;
+      c.nesterov = nesterov;
+      c.weight_decay = wd;
+      configs.push_back(c);
+    }
+  OptimizerConfig plain;
+  plain.momentum = 0.0f;
+  configs.push_back(plain);
+  for (const float wd : {0.0f, 0.05f}) {
+    OptimizerConfig c;
+    c.name = "adamw";
+    c.weight_decay = wd;
+    configs.push_back(c);
+  }
+  return configs;
+}
+
+TEST_CASE("an optimizer over a sub-range equals the whole-buffer one restricted to it", "[optim]") {
+  constexpr std::size_t kN = 1003;  // odd, so vector loops have remainders
+  for (const auto& config : all_configs()) {
+    INFO(make_optimizer(config, 1)->describe());
+    // [a, b) pairs: unaligned start, aligned, empty, one element, the tail.
+    for (const auto& [a, b] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {3, 517}, {16, 512}, {40, 40}, {999, 1000}, {500, kN}}) {
+      INFO("range [" << a << ", " << b << ")");
+      auto whole = make_optimizer(config, kN);
+      auto part = make_optimizer(config, b - a);
+      std::vector<float> p_whole = pattern(kN, 0.0f);
+      std::vector<float> p_part = p_whole;
+      for (int s = 0; s < 4; ++s) {
+        const std::vector<float> g = pattern(kN, 1.0f + float(s));
+        const float lr = 0.05f * float(s + 1);
+        whole->step(p_whole, g, lr);
+        part->step(std::span(p_part).subspan(a, b - a), std::span(g).subspan(a, b - a), lr);
+      }
+      bool same = true;
+      for (std::size_t i = a; i < b; ++i) same = same && p_whole[i] == p_part[i];
+      CHECK(same);
+      const auto sw = whole->state();
+      const auto sp = part->state();
+      REQUIRE(sw.size() == sp.size());
+      for (std::size_t k = 0; k < sw.size(); ++k) {
+        REQUIRE(sp[k].values.size() == b - a);
+        bool same_state = true;
+        for (std::size_t i = a; i < b; ++i)
+          same_state = same_state && sw[k].values[i] == sp[k].values[i - a];
+        CHECK(same_state);
+      }
+    }
+  }
+}
+
+TEST_CASE("restoring state() and step_count() resumes the same computation", "[optim]") {
+  constexpr std::size_t kN = 97;
+  for (const auto& config : all_configs()) {
+    INFO(make_optimizer(config, 1)->describe());
+    auto straight = make_optimizer(config, kN);
+    auto first = make_optimizer(config, kN);
+    std::vector<float> p_straight = pattern(kN, 0.5f);
+    std::vector<float> p_resumed = p_straight;
+    for (int s = 0; s < 5; ++s) straight->step(p_straight, pattern(kN, float(s)), 0.1f);
+
+    for (int s = 0; s < 2; ++s) first->step(p_resumed, pattern(kN, float(s)), 0.1f);
+    // "Checkpoint": copy the state out, build a fresh optimizer, copy it in.
+    auto resumed = make_optimizer(config, kN);
+    const auto saved = first->state();
+    const auto target = resumed->state();
+    REQUIRE(saved.size() == target.size());
+    for (std::size_t k = 0; k < saved.size(); ++k) {
+      REQUIRE(saved[k].name == target[k].name);
+      std::copy(saved[k].values.begin(), saved[k].values.end(), target[k].values.begin());
+    }
+    resumed->set_step_count(first->step_count());
+    for (int s = 2; s < 5; ++s) resumed->step(p_resumed, pattern(kN, float(s)), 0.1f);
+
+    CHECK(p_resumed == p_straight);
+    CHECK(resumed->step_count() == 5);
+  }
+}
+
+TEST_CASE("an optimizer over an empty range steps without touching anything", "[optim]") {
+  for (const auto& config : all_configs()) {
+    auto opt = make_optimizer(config, 0);
+    opt->step({}, {}, 0.1f);
+    CHECK(opt->step_count() == 1);
+    for (const auto& view : opt->state()) CHECK(view.values.empty());
+  }
+}
+
+TEST_CASE("a step on spans of the wrong length throws UsageError", "[optim]") {
+  auto opt = make_optimizer(OptimizerConfig{}, 4);
+  std::vector<float> p(4), g(4), short_g(3);
+  CHECK_THROWS_AS(opt->step(p, short_g, 0.1f), UsageError);
+  CHECK_THROWS_WITH(opt->step(p, short_g, 0.1f), Catch::Contains("4 params and 3 grads"));
+  CHECK(opt->step_count() == 0);  // a rejected step is not counted
+}
+
+TEST_CASE("invalid optimizer configurations throw UsageError with the value", "[optim]") {
+  auto with = [](auto edit) {
+    OptimizerConfig c;
+    edit(c);
+    return c;
+  };
+  auto throws_with = [](const OptimizerConfig& c, const std::string& text) {
+    CHECK_THROWS_AS(make_optimizer(c, 1), UsageError);
+    CHECK_THROWS_WITH(make_optimizer(c, 1), Catch::Contains(text));
+  };
+  throws_with(with([](auto& c) { c.name = "adam"; }), "unknown optimizer 'adam'");
+  throws_with(with([](auto& c) { c.momentum = 1.0f; }), "momentum = 1");
+  throws_with(with([](auto& c) { c.momentum = -0.1f; }), "momentum = -0.1");
+  throws_with(with([](auto& c) { c.momentum = NAN; }), "momentum = nan");
+  throws_with(with([](auto& c) {
+                c.momentum = 0.0f;
+                c.nesterov = true;
+              }),
+              "nesterov");
+  throws_with(with([](auto& c) { c.weight_decay = -1e-4f; }), "weight_decay = -0.0001");
+  throws_with(with([](auto& c) {
+                c.name = "adamw";
+                c.beta1 = 1.0f;
+              }),
+              "beta1 = 1");
+  throws_with(with([](auto& c) {
+                c.name = "adamw";
+                c.beta2 = -0.5f;
+              }),
+              "beta2 = -0.5");
+  throws_with(with([](auto& c) {
+                c.name = "adamw";
+                c.eps = 0.0f;
+              }),
+              "eps = 0");
+  throws_with(with([](auto& c) {
+                c.name = "adamw";
+                c.weight_decay = INFINITY;
+              }),
+              "weight_decay = inf");
+
+  CHECK_NOTHROW(make_optimizer(with([](auto& c) { c.momentum = 0.0f; }), 1));
+  CHECK_NOTHROW(make_optimizer(with([](auto& c) {
+                                 c.name = "adamw";
+                                 c.beta1 = 0.0f;
+                               }),
+                               1));
+}
+
+}  // namespace
+}  // namespace ringtrain
