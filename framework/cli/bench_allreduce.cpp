@@ -1,10 +1,13 @@
 // `ringtrain bench allreduce`: the hand-written ring against MPI_Allreduce, size by size, in
 // the same run, and the α-β model fitted to the ring's times.
 //
-// For each size (4 B .. 64 MiB by default): warm-up calls of both, then `repeats` rounds in
-// which the ring and MPI_Allreduce alternate (which goes first alternates too), each call
-// preceded by a barrier and timed on every rank; a call's time is the slowest rank's, and a
-// size's time is the median over repeats. Prints time, algbw = M/t, busbw = algbw·2(N-1)/N,
+// For each size (4 B .. 64 MiB by default): warm-up calls of both, then `repeats` samples in
+// which the ring and MPI_Allreduce alternate (which goes first alternates too). A sample is a
+// barrier and then a batch of back-to-back calls (doubled until it lasts 2 ms), timed
+// on every rank; its time per call is the slowest rank's batch time over the batch length,
+// and a size's time is the median over samples. (Batches, as in nccl-tests and OSU: with 4
+// ranks on 2 cores a single call after a barrier mostly measures how late the scheduler lets
+// the last rank out of the barrier, ~0.3 ms, not the call.) Prints time, algbw = M/t, busbw = algbw·2(N-1)/N,
 // the ratio ring/MPI, and the model's prediction with its residual; also the single-core
 // memcpy bandwidth on 64 MiB (rank 0 alone, the others asleep) as the ceiling to compare
 // busbw with, and what the size-agreement check costs. Only rank 0 prints.
@@ -32,12 +35,15 @@ namespace {
 
 namespace coll = ringtrain::collectives;
 
+constexpr double kBatchSeconds = 2e-3;  // a timed sample lasts at least this long
+constexpr int kMaxBatch = 1024;         // ... or has this many calls
+
 struct Settings {
   std::string json_path;
   std::vector<std::string> sizes;  // "4", "64K", "1M"; empty: 4 B .. 64 MiB in powers of two
   int warmup = 2;
-  int min_repeats = 5, max_repeats = 50;
-  double seconds_per_size = 0.25;  // per implementation, to choose the repeats
+  int min_repeats = 5, max_repeats = 100;
+  double seconds_per_size = 0.3;  // per implementation, to choose the repeats
   std::size_t segment_bytes = coll::RingOptions{}.segment_bytes;
   std::size_t segments_in_flight = coll::RingOptions{}.segments_in_flight;
   std::string wait = "auto";
@@ -49,7 +55,8 @@ struct Row {
   std::string impl;  // "ring" or "mpi"
   std::size_t bytes = 0;
   double median_s = 0;
-  int repeats = 0;
+  int repeats = 0;           // timed samples
+  int calls_per_sample = 1;  // back-to-back calls in one sample
   coll::Counters counters;
 };
 
@@ -126,19 +133,22 @@ double time_memcpy(const coll::Communicator& comm, std::span<float> from, std::s
 // Median cost of the size-agreement check: the ring's polite one and an MPI_Allreduce of
 // (min, max) as the guidance first suggested.
 std::pair<double, double> size_check_cost(const coll::Communicator& comm, coll::WaitPolicy wait) {
-  constexpr int kCalls = 41;
-  std::vector<double> ring(kCalls), mpi(kCalls);
-  for (int i = 0; i < kCalls; ++i) {
+  constexpr int kSamples = 11, kBatch = 200;
+  std::vector<double> ring(kSamples), mpi(kSamples);
+  for (std::size_t i = 0; i < ring.size(); ++i) {
     coll::barrier(comm, wait);
     double t0 = MPI_Wtime();
-    coll::check_same_size(comm, 1000, "bench", wait);
-    ring[static_cast<std::size_t>(i)] = MPI_Wtime() - t0;
+    for (int k = 0; k < kBatch; ++k) coll::check_same_size(comm, 1000, "bench", wait);
+    ring[i] = (MPI_Wtime() - t0) / kBatch;
     coll::barrier(comm, wait);
     t0 = MPI_Wtime();
-    long long minmax[2] = {-1000, 1000};  // (-M, M) under MPI_MAX gives (-min, max)
-    coll::check_mpi(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_LONG_LONG, MPI_MAX, comm.handle()),
-                    "MPI_Allreduce");
-    mpi[static_cast<std::size_t>(i)] = MPI_Wtime() - t0;
+    for (int k = 0; k < kBatch; ++k) {
+      long long minmax[2] = {-1000, 1000};  // (-M, M) under MPI_MAX gives (-min, max)
+      coll::check_mpi(
+          MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_LONG_LONG, MPI_MAX, comm.handle()),
+          "MPI_Allreduce");
+    }
+    mpi[i] = (MPI_Wtime() - t0) / kBatch;
   }
   max_over_ranks(ring);
   max_over_ranks(mpi);
@@ -203,39 +213,56 @@ int run_bench(const Settings& settings) {
     std::span<float> buffer = data.span().first(bytes / sizeof(float));
     std::fill(buffer.begin(), buffer.end(), 1.0f);
     coll::Counters counters;
-    auto call = [&](bool use_ring) {
-      coll::barrier(comm, resolved);
-      const double t0 = MPI_Wtime();
+    auto one_call = [&](bool use_ring) {
       if (use_ring)
         counters = coll::run_collective(transfer, comm, buffer, coll::Collective::kAllreduce, ring);
       else
         coll::run_collective(transfer, comm, buffer, coll::Collective::kAllreduce, mpi);
-      return MPI_Wtime() - t0;
     };
-    // Warm-up, and a first estimate that sets how many repeats fit the time budget.
-    double estimate = 0;
-    for (int i = 0; i < settings.warmup; ++i) estimate = std::max(call(true), call(false));
-    if (settings.warmup == 0) estimate = std::max(call(true), call(false));
-    double slowest = estimate;
-    coll::check_mpi(MPI_Allreduce(&estimate, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm.handle()),
-                    "MPI_Allreduce");
-    const int repeats = std::clamp(static_cast<int>(settings.seconds_per_size / slowest),
+    // Seconds per call of a batch of `calls` back-to-back calls, on this rank.
+    auto batch = [&](bool use_ring, int calls) {
+      coll::barrier(comm, resolved);
+      const double t0 = MPI_Wtime();
+      for (int k = 0; k < calls; ++k) one_call(use_ring);
+      return (MPI_Wtime() - t0) / calls;
+    };
+    // Warm-up, then batch lengths: doubled until a batch lasts kBatchSeconds on the slowest
+    // rank (the first call after a barrier is slow when ranks share cores, so one call is a
+    // poor estimate), then the number of samples that fits the time budget.
+    for (int i = 0; i < settings.warmup; ++i) {
+      batch(true, 1);
+      batch(false, 1);
+    }
+    auto calibrate = [&](bool use_ring, double& per_call) {
+      for (int calls = 1;; calls *= 2) {
+        per_call = batch(use_ring, calls);
+        coll::check_mpi(
+            MPI_Allreduce(MPI_IN_PLACE, &per_call, 1, MPI_DOUBLE, MPI_MAX, comm.handle()),
+            "MPI_Allreduce");
+        if (per_call * calls >= kBatchSeconds || calls >= kMaxBatch) return calls;
+      }
+    };
+    double ring_call_s = 0, mpi_call_s = 0;
+    const int ring_calls = calibrate(true, ring_call_s);
+    const int mpi_calls = calibrate(false, mpi_call_s);
+    const double sample_s = std::max(ring_calls * ring_call_s, mpi_calls * mpi_call_s);
+    const int repeats = std::clamp(static_cast<int>(settings.seconds_per_size / sample_s),
                                    settings.min_repeats, settings.max_repeats);
     std::vector<double> ring_s(static_cast<std::size_t>(repeats)), mpi_s(ring_s.size());
     for (std::size_t i = 0; i < ring_s.size(); ++i) {
       if (i % 2 == 0) {
-        ring_s[i] = call(true);
-        mpi_s[i] = call(false);
+        ring_s[i] = batch(true, ring_calls);
+        mpi_s[i] = batch(false, mpi_calls);
       } else {
-        mpi_s[i] = call(false);
-        ring_s[i] = call(true);
+        mpi_s[i] = batch(false, mpi_calls);
+        ring_s[i] = batch(true, ring_calls);
       }
       if (bytes == largest) memcpy_s.push_back(time_memcpy(comm, copy_from.span(), copy_to.span()));
     }
     max_over_ranks(ring_s);
     max_over_ranks(mpi_s);
-    const Row r{"ring", bytes, median(ring_s), repeats, counters};
-    const Row m{"mpi", bytes, median(mpi_s), repeats, {}};
+    const Row r{"ring", bytes, median(ring_s), repeats, ring_calls, counters};
+    const Row m{"mpi", bytes, median(mpi_s), repeats, mpi_calls, {}};
     rows.push_back(r);
     rows.push_back(m);
     if (leader) {
@@ -264,7 +291,8 @@ int run_bench(const Settings& settings) {
     nlohmann::json row = {{"impl", r.impl},          {"world_size", N},
                           {"bytes", r.bytes},        {"median_s", r.median_s},
                           {"algbw_GBps", algbw},     {"busbw_GBps", algbw * bus_factor},
-                          {"repeats", r.repeats},    {"rounds", nullptr},
+                          {"repeats", r.repeats},    {"calls_per_sample", r.calls_per_sample},
+                          {"rounds", nullptr},
                           {"bytes_sent_per_rank", nullptr}};
     if (r.impl == "ring") {
       row["rounds"] = r.counters.rounds;
@@ -354,11 +382,11 @@ void add_bench_allreduce(CLI::App& bench, Runner& run) {
   sub->add_option("--sizes", settings->sizes,
                   "comma-separated sizes in bytes, e.g. 4,64K,1M (default 4 B .. 64 MiB, x2)")
       ->delimiter(',');
-  sub->add_option("--warmup", settings->warmup, "untimed calls per size and implementation")
+  sub->add_option("--warmup", settings->warmup, "untimed calls per size and implementation (at least 1)")
       ->capture_default_str();
-  sub->add_option("--min-repeats", settings->min_repeats, "fewest timed calls per size")
+  sub->add_option("--min-repeats", settings->min_repeats, "fewest timed samples per size")
       ->capture_default_str();
-  sub->add_option("--max-repeats", settings->max_repeats, "most timed calls per size")
+  sub->add_option("--max-repeats", settings->max_repeats, "most timed samples per size")
       ->capture_default_str();
   sub->add_option("--seconds-per-size", settings->seconds_per_size,
                   "time budget per size and implementation (sets the repeats)")

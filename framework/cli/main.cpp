@@ -4,11 +4,15 @@
 //   1  failure agreed by all ranks (bad data, failed checkpoint)
 //   a rank that fails alone prints its message with its rank and aborts the whole job
 //   (MPI_Abort), since the others would otherwise wait for it forever.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "config_file.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/error.hpp"
 
@@ -30,7 +34,15 @@ int main(int argc, char** argv) {
   ringtrain::cli::add_bench_allreduce(*bench, run);
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args.insert(args.begin(), argv[0]);
+    args = ringtrain::cli::expand_config_files(args, app);
+    args.erase(args.begin());                // CLI11 takes the arguments without argv[0],
+    std::reverse(args.begin(), args.end());  // last one first
+    app.parse(args);
+  } catch (const ringtrain::UsageError& e) {
+    if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+    return 2;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {  // --help, --version
       if (leader) app.exit(e);

@@ -14,8 +14,10 @@ void add_train(CLI::App& app, Runner& run) {
   auto config = std::make_shared<TrainConfig>();
   TrainConfig& c = *config;
   CLI::App* train = app.add_subcommand("train", "train a model on Fashion-MNIST");
-  train->set_config("--config", "", "TOML file whose keys are these flags' names (flags win)");
-  train->allow_config_extras(CLI::config_extras_mode::error);
+  // Read by config_file.cpp before parsing; declared here for --help.
+  train->add_option("--config", "TOML file whose keys are these flags' names (flags win)");
+  // The last value of an option wins, so command-line flags override the --config file's.
+  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   train->add_option("--data", c.data_dir, "folder of the IDX files (default: the Debian package dataset-fashion-mnist)");
   train->add_option("--model", c.model, "mlp | cnn | cnn-bn")->capture_default_str();
@@ -48,14 +50,13 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--eval-every", c.eval_every, "evaluate every K steps (0: every epoch)")->capture_default_str();
   train->add_option("--target-accuracy", c.target_accuracy, "stop when test accuracy >= A (0: no target)")->capture_default_str();
   train->add_option("--log-every", c.log_every, "steps between metrics lines")->capture_default_str();
+  train->add_flag("!--no-eval", c.evaluate, "do not evaluate on the test set");
+  train->add_flag("--quiet", c.quiet, "print errors only");
 
   train->callback([&run, config] {
     run = [config]() -> int {
       collectives::Communicator comm;
-      models::ModelOptions options;
-      options.mlp_hidden = parse_size_list(config->mlp_hidden, "--mlp-hidden");
-      options.dropout = config->dropout;
-      Trainer trainer(*config, models::make_model(config->model, options), models::input_shape(), comm);
+      Trainer trainer(*config, models::make_model(*config), models::input_shape(), comm);
       trainer.run();
       return 0;
     };

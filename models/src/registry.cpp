@@ -63,6 +63,13 @@ std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptio
   throw UsageError("unknown model '" + name + "': choose mlp, cnn or cnn-bn");
 }
 
+std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
+  ModelOptions options;
+  options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
+  options.dropout = config.dropout;
+  return make_model(config.model, options);
+}
+
 Shape input_shape() { return {1, 28, 28}; }
 
 bool has_batch_norm(const std::string& name) { return name == "cnn-bn"; }

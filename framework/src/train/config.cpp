@@ -135,7 +135,9 @@ nlohmann::json TrainConfig::to_json() const {
           {"run-dir", run_dir},
           {"eval-every", eval_every},
           {"target-accuracy", target_accuracy},
-          {"log-every", log_every}};
+          {"log-every", log_every},
+          {"no-eval", !evaluate},
+          {"quiet", quiet}};
 }
 
 std::string TrainConfig::to_toml() const {

@@ -108,7 +108,7 @@ TrainResults Trainer::run() {
   const bool leader = rank == 0;
   std::FILE* out = stdout;
   auto say = [&](const std::string& line) {
-    if (leader) std::fprintf(out, "%s\n", line.c_str());
+    if (leader && !config_.quiet) std::fprintf(out, "%s\n", line.c_str());
   };
 
   // --- threads: cores per node / ranks per node unless asked (DESIGN §4) ---
@@ -249,7 +249,7 @@ TrainResults Trainer::run() {
   };
 
   TrainResults results;
-  Progress progress(out, total_steps, config_.log_every, leader);
+  Progress progress(out, total_steps, config_.log_every, leader && !config_.quiet);
   double window_loss = 0.0, window_samples = 0.0, window_compute = 0.0, window_comm = 0.0;
   double window_start = now_s(), train_time = 0.0;
   std::uint64_t window_steps = 0;
@@ -296,7 +296,7 @@ TrainResults Trainer::run() {
     const std::uint64_t done = step + 1;
 
     const bool log_now = done % config_.log_every == 0 || done == total_steps;
-    const bool eval_now = done % eval_every == 0 || done == total_steps;
+    const bool eval_now = config_.evaluate && (done % eval_every == 0 || done == total_steps);
     if (log_now) {
       double sums[2] = {window_loss, window_samples};
       if (world > 1) coll::allreduce_sum(comm_, std::span<double>(sums));

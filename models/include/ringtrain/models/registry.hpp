@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ringtrain/framework/sequential.hpp"
+#include "ringtrain/framework/train/config.hpp"
 
 namespace ringtrain::models {
 
@@ -26,6 +27,9 @@ const std::vector<std::string>& model_names();
 
 // A new, unplanned model. Throws UsageError naming the known models for an unknown name.
 std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options = {});
+
+// The model a training configuration names (--model, --mlp-hidden, --dropout).
+std::unique_ptr<Sequential> make_model(const TrainConfig& config);
 
 // Per-sample input shape of every model here: (1, 28, 28).
 Shape input_shape();

@@ -54,6 +54,8 @@ struct TrainConfig {
   std::uint64_t eval_every = 0;  // steps; 0: once per epoch
   double target_accuracy = 0.0;  // 0: no target
   std::uint64_t log_every = 50;
+  bool evaluate = true;  // --no-eval: skip evaluation (tests, speed runs)
+  bool quiet = false;    // --quiet: rank 0 prints errors only
 
   // Throws UsageError naming the flag and value for anything out of range. world_size is
   // needed to check --local-batches.

@@ -1,0 +1,91 @@
+// One defined update (DESIGN §1): N ranks train exactly what one process trains on the same
+// global batches, for an even split, an uneven --local-batches split, and a split that gives
+// one rank no samples at all. The one-process reference runs on MPI_COMM_SELF on every rank
+// (so no rank idles in a collective meanwhile) and is compared with the N-rank run.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "mpi_test.hpp"
+#include "ringtrain/collectives/ring.hpp"
+#include "ringtrain/framework/train/reduction.hpp"
+#include "train_rig.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::testing;
+
+namespace {
+
+constexpr std::size_t kGlobalBatch = 24;
+constexpr std::uint64_t kSteps = 20;
+
+// Splits of 24 samples over N ranks: uneven, and with one rank at zero.
+std::string uneven_split(int n) {
+  switch (n) {
+    case 2: return "5,19";
+    case 3: return "2,7,15";
+    default: return "1,5,8,10";
+  }
+}
+std::string split_with_empty_rank(int n) {
+  switch (n) {
+    case 2: return "0,24";
+    case 3: return "10,0,14";
+    default: return "6,0,9,9";
+  }
+}
+
+void check_model(const std::string& model) {
+  const int n = world_size();
+  TrainConfig config = small_config(model, kSteps, kGlobalBatch);
+  const RunOutput reference = train_on(config, MPI_COMM_SELF);
+
+  for (const std::string& split : {std::string(), uneven_split(n), split_with_empty_rank(n)}) {
+    INFO(fmt::format("model {}, N = {}, local batches '{}'", model, n, split));
+    config.local_batches = split;
+    const RunOutput distributed = train_on(config, MPI_COMM_WORLD);
+    const double rel = relative_difference(distributed.parameters, reference.parameters);
+    INFO("relative difference to N = 1: " << rel);
+    REQUIRE(all_ranks(rel <= 1e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mlp: N ranks equal one process on the same global batches") { check_model("mlp"); }
+
+TEST_CASE("cnn: N ranks equal one process on the same global batches") { check_model("cnn"); }
+
+TEST_CASE("mean-of-means with uneven local batches is a different computation") {
+  TrainConfig config = small_config("mlp", 10, kGlobalBatch);
+  const RunOutput reference = train_on(config, MPI_COMM_SELF);
+  config.local_batches = uneven_split(world_size());
+  config.reduction = "mean-of-means";
+  const RunOutput wrong = train_on(config, MPI_COMM_WORLD);
+  const double rel = relative_difference(wrong.parameters, reference.parameters);
+  INFO("relative difference of mean-of-means to N = 1: " << rel);
+  REQUIRE(all_ranks(rel > 1e-3));
+}
+
+// The notes' example, through the same two pieces the trainer uses (the loss scale of the
+// convention, then the ring's sum): rank 0 holds 1 sample whose gradient is 2, rank 1 holds
+// 3 samples with gradients 4, 6, 8 (mean 6). The global mean is (2 + 18) / 4 = 5; the mean
+// of the ranks' means is (2 + 6) / 2 = 4. Other ranks (N > 2) hold no samples.
+TEST_CASE("1 sample with mean gradient 2 and 3 with mean 6 give 5, mean-of-means gives 4") {
+  const int rank = world_rank(), n = world_size();
+  const std::vector<float> mine = rank == 0 ? std::vector<float>{2} : rank == 1 ? std::vector<float>{4, 6, 8}
+                                                                                 : std::vector<float>{};
+  const std::size_t global_samples = 4;
+  auto applied = [&](Reduction reduction) {
+    float sum = 0;
+    for (float g : mine) sum += g;
+    std::vector<float> gradient = {loss_scale(reduction, mine.size(), global_samples, n) * sum};
+    collectives::allreduce_sum(collectives::Communicator(MPI_COMM_WORLD), gradient);
+    return gradient[0];
+  };
+  const float sum_scaled = applied(Reduction::kSumScaled);
+  const float mean_of_means = applied(Reduction::kMeanOfMeans);
+  REQUIRE(all_ranks(sum_scaled == 5.0f));
+  // With N > 2 the empty ranks' "means" count as zeros in the average: (2 + 6 + 0...) / N.
+  REQUIRE(all_ranks(mean_of_means == Approx(8.0 / n)));
+  if (n == 2) REQUIRE(all_ranks(mean_of_means == 4.0f));
+}
