@@ -86,20 +86,37 @@ void check_same_size(const Communicator& comm, std::size_t elements, std::string
   throw CollectiveError(text);
 }
 
-void allreduce_sum(const Communicator& comm, std::span<double> values, WaitPolicy wait) {
+namespace {
+
+// values[i] <- combine over ranks r = 0..N-1 (in rank order) of values_r[i].
+template <typename Combine>
+void allreduce_doubles(const Communicator& comm, std::span<double> values, const char* operation,
+                       WaitPolicy wait, Combine combine) {
   if (comm.size() == 1) return;
-  check_same_size(comm, values.size(), "allreduce_sum(double)", wait);
+  check_same_size(comm, values.size(), operation, wait);
   if (values.empty()) return;
   const auto N = static_cast<std::size_t>(comm.size()), n = values.size();
   std::vector<double> all(N * n);  // (N, n): rank r's values in row r
-  std::copy(values.begin(), values.end(), all.begin() + static_cast<std::ptrdiff_t>(
-                                                            static_cast<std::size_t>(comm.rank()) * n));
+  std::copy(values.begin(), values.end(),
+            all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(comm.rank()) * n));
   all_gather_bytes(comm, std::as_writable_bytes(std::span(all)), n * sizeof(double), wait);
   for (std::size_t i = 0; i < n; ++i) {
-    double sum = 0.0;
-    for (std::size_t r = 0; r < N; ++r) sum += all[r * n + i];  // rank order: deterministic
-    values[i] = sum;
+    double result = all[i];
+    for (std::size_t r = 1; r < N; ++r) result = combine(result, all[r * n + i]);  // rank order
+    values[i] = result;
   }
+}
+
+}  // namespace
+
+void allreduce_sum(const Communicator& comm, std::span<double> values, WaitPolicy wait) {
+  allreduce_doubles(comm, values, "allreduce_sum(double)", wait,
+                    [](double a, double b) { return a + b; });
+}
+
+void allreduce_max(const Communicator& comm, std::span<double> values, WaitPolicy wait) {
+  allreduce_doubles(comm, values, "allreduce_max(double)", wait,
+                    [](double a, double b) { return std::max(a, b); });
 }
 
 void allreduce_min_max(const Communicator& comm, std::uint64_t value, std::uint64_t& min,

@@ -1,7 +1,7 @@
 // ringtrain: the executable. Sets up MPI, builds the command line, runs one subcommand, and
 // turns every error into one clear line and an exit code:
 //   0  success                      2  bad usage (flag, value, config key); nothing written
-//   1  failure agreed by all ranks (bad data, failed checkpoint)
+//   1  failure agreed by all ranks (bad data, diverged replicas, failed checkpoint)
 //   a rank that fails alone prints its message with its rank and aborts the whole job
 //   (MPI_Abort), since the others would otherwise wait for it forever.
 #include <algorithm>
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   } catch (const ringtrain::UsageError& e) {
     if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
     return 2;
-  } catch (const ringtrain::DataError& e) {
+  } catch (const ringtrain::AgreedError& e) {
     if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

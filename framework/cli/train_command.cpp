@@ -1,5 +1,6 @@
 // `ringtrain train`: flags (and --config TOML with the same keys) into a TrainConfig, then
 // the Trainer. Flags override the file; an unknown key is an error (exit 2).
+#include <cstdio>
 #include <memory>
 
 #include "commands.hpp"
@@ -52,11 +53,28 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--log-every", c.log_every, "steps between metrics lines")->capture_default_str();
   train->add_flag("!--no-eval", c.evaluate, "do not evaluate on the test set");
   train->add_flag("--quiet", c.quiet, "print errors only");
+  train->add_option("--replica-check-every", c.replica_check_every, "steps between checks that all replicas are bitwise equal (0: at the end only)")->capture_default_str();
+  train->add_option("--max-nonfinite-steps", c.max_nonfinite_steps, "consecutive steps with a non-finite gradient that are skipped before the run stops")->capture_default_str();
+  train->add_option("--watchdog-s", c.watchdog_s, "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step time, at least 60 s)")->capture_default_str();
+  // Fault injection for the test suite: hidden from --help (empty group).
+  train->add_option("--test-nan-rank", c.hooks.nan_rank)->group("");
+  train->add_option("--test-nan-step", c.hooks.nan_step)->group("");
+  train->add_option("--test-perturb-rank", c.hooks.perturb_rank)->group("");
+  train->add_option("--test-perturb-step", c.hooks.perturb_step)->group("");
+  train->add_option("--test-hang-rank", c.hooks.hang_rank)->group("");
+  train->add_option("--test-hang-step", c.hooks.hang_step)->group("");
+  train->add_option("--test-hang-s", c.hooks.hang_s)->group("");
 
   train->callback([&run, config] {
     run = [config]() -> int {
       collectives::Communicator comm;
       Trainer trainer(*config, models::make_model(*config), models::input_shape(), comm);
+      // A stuck rank ends the whole job (MPI_Abort), not just itself.
+      trainer.set_watchdog_action([](const std::string& message) {
+        std::fprintf(stderr, "%s\n", message.c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      });
       trainer.run();
       return 0;
     };

@@ -89,3 +89,31 @@ TEST_CASE("1 sample with mean gradient 2 and 3 with mean 6 give 5, mean-of-means
   REQUIRE(all_ranks(mean_of_means == Approx(8.0 / n)));
   if (n == 2) REQUIRE(all_ranks(mean_of_means == 4.0f));
 }
+
+// Batch-dependent layers (DESIGN §1.2): SyncBatchNorm weights each rank's statistics by its
+// sample count, so N ranks — even with an uneven split — equal one process, running
+// statistics included; BatchNorm on each rank's slice alone is a different computation.
+TEST_CASE("cnn-bn: SyncBatchNorm equals one process, per-rank BatchNorm differs") {
+  TrainConfig config = small_config("cnn-bn", 10, kGlobalBatch);
+  // lr 0.01: ranks sum the statistics' partial sums in another order than one process,
+  // which can flip the last bit of a float mean; BatchNorm training at batch 24 with
+  // lr 0.05 amplifies such an ulp to 1e-3 in 10 steps (measured at N=4, split 1,5,8,10),
+  // while at 0.01 the two runs' losses agree to 1e-8. The test checks the computation, not
+  // the chaos of an aggressive learning rate.
+  config.lr = 0.01f;
+  const RunOutput reference = train_on(config, MPI_COMM_SELF);
+
+  config.local_batches = uneven_split(world_size());
+  config.sync_bn = "on";
+  const RunOutput synced = train_on(config, MPI_COMM_WORLD);
+  const double rel_params = relative_difference(synced.parameters, reference.parameters);
+  const double rel_stats = relative_difference(synced.buffers, reference.buffers);
+  INFO("SyncBN: parameters " << rel_params << ", running statistics " << rel_stats);
+  REQUIRE(all_ranks(rel_params <= 1e-5 && rel_stats <= 1e-5));
+
+  config.sync_bn = "off";
+  const RunOutput local = train_on(config, MPI_COMM_WORLD);
+  const double rel_local = relative_difference(local.parameters, reference.parameters);
+  INFO("per-rank BN: parameters " << rel_local);
+  REQUIRE(all_ranks(rel_local > 1e-4));
+}

@@ -65,6 +65,7 @@ void TrainConfig::validate(int world_size) const {
   require(target_accuracy >= 0.0 && target_accuracy <= 1.0,
           fmt::format("--target-accuracy {} must be in [0, 1]", target_accuracy));
   require(log_every > 0, "--log-every 0: must be >= 1");
+  require(watchdog_s >= 0, fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", watchdog_s));
   require(blas_threads >= 0, fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
   require_one_of(sync_bn, {"auto", "on", "off"}, "--sync-bn");
   require_one_of(collective, {"ring", "mpi"}, "--collective");
@@ -137,6 +138,9 @@ nlohmann::json TrainConfig::to_json() const {
           {"target-accuracy", target_accuracy},
           {"log-every", log_every},
           {"no-eval", !evaluate},
+          {"replica-check-every", replica_check_every},
+          {"max-nonfinite-steps", max_nonfinite_steps},
+          {"watchdog-s", watchdog_s},
           {"quiet", quiet}};
 }
 

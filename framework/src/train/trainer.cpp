@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,9 @@
 #include "ringtrain/framework/optim/schedule.hpp"
 #include "ringtrain/framework/train/progress.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
+#include "ringtrain/framework/train/replica_check.hpp"
 #include "ringtrain/framework/train/run_directory.hpp"
+#include "ringtrain/framework/train/watchdog.hpp"
 
 namespace ringtrain {
 namespace {
@@ -58,10 +61,23 @@ auto load_agreed(const coll::Communicator& comm, Load&& load) -> decltype(load()
   double failed[2] = {message.empty() ? 0.0 : 1.0, message.empty() || comm.rank() != 0 ? 0.0 : 1.0};
   coll::allreduce_sum(comm, std::span<double>(failed));
   if (failed[0] > 0.0) {
-    if (!message.empty()) throw DataError(message);
-    throw DataError("loading failed on another rank (see its message)");
+    if (!message.empty()) throw AgreedError(message);
+    throw AgreedError("loading failed on another rank (see its message)");
   }
   return value;
+}
+
+// True iff no value is NaN or ±inf: x·0 is 0 for finite x and NaN otherwise, and NaN
+// survives a sum. Eight accumulators let the loop vectorise.
+bool all_finite(std::span<const float> values) {
+  float acc[8] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= values.size(); i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += values[i + std::size_t(k)] * 0.0f;
+  for (; i < values.size(); ++i) acc[0] += values[i] * 0.0f;
+  float total = 0.0f;
+  for (float a : acc) total += a;
+  return total == 0.0f;
 }
 
 std::string default_run_dir(const std::string& model) {
@@ -90,7 +106,8 @@ nlohmann::json TrainResults::to_json() const {
           {"time_to_target_s", target_reached ? nlohmann::json(time_to_target_s) : nlohmann::json()},
           {"mean_step_s", mean_step_s},
           {"samples_per_s", samples_per_s},
-          {"wall_s", wall_s}};
+          {"wall_s", wall_s},
+          {"skipped_steps", skipped_steps}};
 }
 
 Trainer::Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,
@@ -248,6 +265,12 @@ TrainResults Trainer::run() {
     return {totals[0] / double(test.size()), totals[1] / double(test.size())};
   };
 
+  // Watchdog: automatic limit = 100 × the mean step time so far, at least 60 s.
+  constexpr double kWatchdogFloorS = 60.0;
+  Watchdog watchdog(rank, config_.watchdog_s > 0 ? config_.watchdog_s : kWatchdogFloorS, watchdog_action_);
+  const TrainConfig::TestHooks& hooks = config_.hooks;
+  std::uint64_t nonfinite_in_a_row = 0;
+
   TrainResults results;
   Progress progress(out, total_steps, config_.log_every, leader && !config_.quiet);
   double window_loss = 0.0, window_samples = 0.0, window_compute = 0.0, window_comm = 0.0;
@@ -258,6 +281,7 @@ TrainResults Trainer::run() {
 
   for (std::uint64_t step = 0; step < total_steps; ++step) {
     const double t0 = now_s();
+    watchdog.enter("forward/backward", step);
     // 1. this step's global batch and this rank's slice of it
     const data::GlobalBatch batch = sampler.next_batch();
     const std::size_t batch_samples = batch.samples.size();
@@ -277,14 +301,35 @@ TrainResults Trainer::run() {
     const LossResult loss = softmax_cross_entropy(logits, std::span(labels).first(mine.count), mine.count,
                                                   classes, scale, dlogits);
     model.backward(dlogits, mine.count, ctx);
+    // A non-finite loss poisons the gradient, so the check after the sum sees it everywhere.
+    if (!std::isfinite(loss.loss_sum) || (hooks.nan_rank == rank && hooks.nan_step == step))
+      grads[0] = NAN;
     const double t1 = now_s();
 
     // 3. sum the gradients over ranks
+    watchdog.enter("allreduce", step);
+    if (hooks.hang_rank == rank && hooks.hang_step == step)
+      std::this_thread::sleep_for(std::chrono::duration<double>(hooks.hang_s));  // injected fault
     if (world > 1) coll::allreduce_sum(comm_, grads, ring);
     const double t2 = now_s();
 
-    // 4. the same update everywhere
-    optimizer->step(params, grads, learning_rate(schedule, step));
+    // 4. the same update everywhere, unless the summed gradient is not finite: every rank
+    //    holds the same bits after the sum, so every rank takes the same decision.
+    watchdog.enter("optimizer", step);
+    if (all_finite(grads)) {
+      optimizer->step(params, grads, learning_rate(schedule, step));
+      nonfinite_in_a_row = 0;
+    } else {
+      ++results.skipped_steps;
+      if (++nonfinite_in_a_row > config_.max_nonfinite_steps)
+        throw AgreedError(fmt::format(
+            "step {}: the gradient was not finite (NaN or inf) in {} consecutive steps; stopping. "
+            "Lower --lr, or raise --max-nonfinite-steps", step, nonfinite_in_a_row));
+      progress.message(fmt::format("step {}: gradient not finite on some rank: step skipped on all ranks", step));
+    }
+    if (hooks.perturb_rank == rank && hooks.perturb_step == step)
+      params[0] = std::nextafter(params[0], INFINITY);  // injected fault: one ulp on one rank
+    watchdog.leave();
     const double t3 = now_s();
 
     window_loss += loss.loss_sum;
@@ -296,6 +341,13 @@ TrainResults Trainer::run() {
     const std::uint64_t done = step + 1;
 
     const bool log_now = done % config_.log_every == 0 || done == total_steps;
+    if ((config_.replica_check_every > 0 && done % config_.replica_check_every == 0) || done == total_steps) {
+      watchdog.enter("replica check", step);
+      check_replicas(comm_, model.parameters(), "parameter", done);
+      // Per-rank BatchNorm keeps per-rank running statistics by definition: not replicas.
+      if (sync_bn || !has_bn) check_replicas(comm_, model.buffers(), "buffer", done);
+      watchdog.leave();
+    }
     const bool eval_now = config_.evaluate && (done % eval_every == 0 || done == total_steps);
     if (log_now) {
       double sums[2] = {window_loss, window_samples};
@@ -310,14 +362,19 @@ TrainResults Trainer::run() {
                                  {"step_s", elapsed / double(window_steps)},
                                  {"compute_s", window_compute / double(window_steps)},
                                  {"comm_s", window_comm / double(window_steps)},
-                                 {"samples_per_s", sums[1] / elapsed}});
+                                 {"samples_per_s", sums[1] / elapsed},
+                                 {"skipped_steps", results.skipped_steps}});
       }
+      if (config_.watchdog_s <= 0)  // automatic limit follows the measured step time
+        watchdog.set_limit(std::max(kWatchdogFloorS, 100.0 * train_time / double(done)));
       window_loss = window_samples = window_compute = window_comm = 0.0;
       window_steps = 0;
       window_start = now_s();
     }
     if (eval_now) {
+      watchdog.enter("evaluation", step);
       const auto [accuracy, test_loss] = evaluate();
+      watchdog.leave();
       results.final_test_accuracy = accuracy;
       results.best_test_accuracy = std::max(results.best_test_accuracy, accuracy);
       if (leader) {

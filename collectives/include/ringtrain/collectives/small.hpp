@@ -25,6 +25,11 @@ namespace ringtrain::collectives {
 void allreduce_sum(const Communicator& comm, std::span<double> values,
                    WaitPolicy wait = WaitPolicy::kAuto);
 
+// values[i] <- max over ranks of values_r[i] (step times: a step lasts as long as its slowest
+// rank). values.size() must agree across ranks (checked).
+void allreduce_max(const Communicator& comm, std::span<double> values,
+                   WaitPolicy wait = WaitPolicy::kAuto);
+
 // min / max of `value` over all ranks.
 void allreduce_min_max(const Communicator& comm, std::uint64_t value, std::uint64_t& min,
                        std::uint64_t& max, WaitPolicy wait = WaitPolicy::kAuto);

@@ -1,4 +1,4 @@
-// Conv2d: a 2-D convolution (cross-correlation, as in PyTorch) computed as im2col + one GEMM.
+// Conv2d: 2-D convolution (cross-correlation, as in PyTorch) by im2col + one GEMM per sample.
 //
 //   x: (n, C, H, W)   W: (O, C, k, k)   b: (O)   y: (n, O, Ho, Wo)
 //   Ho = (H + 2p - k) / s + 1,  Wo = (W + 2p - k) / s + 1   (floor)
@@ -14,8 +14,9 @@
 //   dcol = Wᵀ · dy_i                      (C·k·k, Ho·Wo), then dx_i = col2im(dcol): the
 //          transpose of im2col, which adds every column entry back to the pixel it came from.
 //
-// Workspace: one column buffer per group of samples, planned in plan(); the hot path
-// allocates nothing. Parameters are initialised like PyTorch: U(±1/sqrt(C·k·k)).
+// Workspace: one sample's column matrix and a zero-bordered copy of one image, planned in
+// plan() and reused for every sample; the hot path allocates nothing. Parameters are
+// initialised like PyTorch: U(±1/sqrt(C·k·k)) for weight and bias.
 #pragma once
 
 #include <vector>

@@ -57,6 +57,22 @@ struct TrainConfig {
   bool evaluate = true;  // --no-eval: skip evaluation (tests, speed runs)
   bool quiet = false;    // --quiet: rank 0 prints errors only
 
+  // safety nets of data-parallel training
+  std::uint64_t replica_check_every = 100;  // steps between replica hash checks (and at the end); 0: end only
+  std::uint64_t max_nonfinite_steps = 5;    // consecutive skipped (non-finite) steps before giving up
+  double watchdog_s = 0.0;                  // stuck-in-a-phase limit; 0: automatic (floor 60 s)
+
+  // Fault injection for tests (hidden flags); rank -1 disables each.
+  struct TestHooks {
+    int nan_rank = -1;          // this rank's gradient gets a NaN at nan_step
+    std::uint64_t nan_step = 0;
+    int perturb_rank = -1;      // this rank's first parameter is nudged at perturb_step
+    std::uint64_t perturb_step = 0;
+    int hang_rank = -1;         // this rank sleeps hang_s before the allreduce of hang_step
+    std::uint64_t hang_step = 0;
+    double hang_s = 0.0;
+  } hooks;
+
   // Throws UsageError naming the flag and value for anything out of range. world_size is
   // needed to check --local-batches.
   void validate(int world_size) const;

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +33,7 @@ struct TrainResults {
   double mean_step_s = 0.0;
   double samples_per_s = 0.0;
   double wall_s = 0.0;
+  std::uint64_t skipped_steps = 0;  // steps whose gradient was not finite (no update applied)
   nlohmann::json to_json() const;
 };
 
@@ -45,6 +48,9 @@ class Trainer {
   // Loads the data, builds the model and trains. Collective over the communicator.
   TrainResults run();
 
+  // What the hang watchdog does when a rank is stuck (default: print and abort the process).
+  void set_watchdog_action(std::function<void(const std::string&)> action) { watchdog_action_ = std::move(action); }
+
   // The model after run() (tests compare parameters).
   const Sequential& model() const;
 
@@ -53,6 +59,7 @@ class Trainer {
   std::unique_ptr<Sequential> model_;
   Shape input_shape_;
   const collectives::Communicator& comm_;
+  std::function<void(const std::string&)> watchdog_action_;
 };
 
 }  // namespace ringtrain

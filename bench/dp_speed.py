@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Data-parallel speed benchmark (issue 4): ringtrain N=2 x 1 thread against PyTorch DDP
+(gloo) 2 x 1 thread, and against ringtrain N=1 x 1 thread, global batch 128.
+
+For each model, each round runs three contenders back to back, in an order that rotates
+from round to round so that machine noise falls on all of them alike:
+
+  ours-N2   mpiexec.mpich -n 2 ringtrain train --model M --steps S --no-eval --quiet
+            --blas-threads 1 --global-batch 128 --lr 0.01 --run-dir <tmp>
+  ours-N1   the same with -n 1
+  ddp       /usr/bin/python3 bench/peers/torch_ddp_speed.py --model M   (2 ranks x 1 thread)
+
+ringtrain's figure is `results.samples_per_s` of the run's manifest.json (global batch /
+mean step time; the step time covers gathering the batch from memory, forward, backward,
+all-reduce and optimizer step, and excludes start-up and evaluation). The DDP peer times
+steps after start-up and warm-up. The table shows medians over the rounds and ratios of
+medians, with the issue's targets and PASS/MISS. From metrics.jsonl of the N=2 runs it also
+reports compute_s and comm_s per step (rank 0's view; comm_s is the time spent in the
+gradient all-reduce, including waiting for the other rank), excluding the first logged
+window, which holds the cold first steps.
+
+  /usr/bin/python3 bench/dp_speed.py [--models mlp,cnn] [--rounds 3] [--json FILE]
+
+Benchmarks are programs, not timed tests: the ratios come from one invocation.
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DDP_PEER = os.path.join(HERE, "peers", "torch_ddp_speed.py")
+TORCH_PYTHON = "/usr/bin/python3"
+DEFAULT_STEPS = {"mlp": 300, "cnn": 30}
+LOG_WINDOWS = 6  # metrics.jsonl windows per run (the first is left out of the steady figures)
+
+# Targets of issue 4. ours-N2 / DDP: mlp only; ours-N2 / ours-N1: every model.
+TARGET_VS_DDP_BEFORE_OVERLAP = {"mlp": 2.5}
+TARGET_VS_DDP_WITH_OVERLAP = {"mlp": 3.0}
+TARGET_VS_N1 = 1.3
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp, cnn")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ringtrain", default=os.path.join(ROOT, "build", "ringtrain"))
+    ap.add_argument("--mpiexec", default="mpiexec.mpich")
+    ap.add_argument("--steps", default="",
+                    help="ringtrain steps per model, e.g. mlp=300,cnn=30 (default)")
+    ap.add_argument("--global-batch", type=int, default=128)
+    ap.add_argument("--timeout", type=float, default=150.0, help="seconds per single run")
+    ap.add_argument("--wait-quiet", type=float, default=0.0,
+                    help="wait up to this many seconds for the 1-minute load to drop below 1")
+    ap.add_argument("--keep-runs", default="", help="keep ringtrain run directories here")
+    ap.add_argument("--json", default="", help="write all measurements and the summary here")
+    args = ap.parse_args()
+    args.models = [m for m in args.models.split(",") if m]
+    for m in args.models:
+        if m not in DEFAULT_STEPS:
+            ap.error("unknown model %r (mlp, cnn)" % m)
+    steps = dict(DEFAULT_STEPS)
+    for item in filter(None, args.steps.split(",")):
+        name, _, value = item.partition("=")
+        if name not in DEFAULT_STEPS or not value.isdigit() or int(value) < 2:
+            ap.error("--steps wants model=S pairs with S >= 2, got %r" % item)
+        steps[name] = int(value)
+    args.steps = steps
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    if not os.access(args.ringtrain, os.X_OK):
+        ap.error("no ringtrain executable at %s (build it or pass --ringtrain)" % args.ringtrain)
+    return args
+
+
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def busy_cores(seconds=0.5):
+    """CPU cores busy over a short idle interval of ours: what the rest of the machine uses."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + v[4]
+        return sum(v[:8]), idle
+    t0, i0 = sample()
+    time.sleep(seconds)
+    t1, i1 = sample()
+    cores = os.cpu_count() or 1
+    return round(cores * (1.0 - (i1 - i0) / max(1, t1 - t0)), 2)
+
+
+def ringtrain_supports(ringtrain, flag):
+    out = subprocess.run([ringtrain, "train", "--help"], capture_output=True, text=True, timeout=30)
+    return flag in out.stdout
+
+
+def run_ours(args, model, ranks, keep_dir):
+    steps = args.steps[model]
+    log_every = max(1, steps // LOG_WINDOWS)
+    run_dir = tempfile.mkdtemp(prefix="dp_speed-%s-n%d-" % (model, ranks))
+    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--model", model,
+           "--steps", str(steps), "--no-eval", "--quiet", "--blas-threads", "1",
+           "--global-batch", str(args.global_batch), "--lr", "0.01",
+           "--log-every", str(log_every), "--run-dir", run_dir]
+    env = dict(os.environ, MPIEXEC_TIMEOUT=str(int(args.timeout)))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 15,
+                              env=env)
+        if proc.returncode != 0:
+            raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), proc.returncode,
+                                                     proc.stderr.strip()[-500:]))
+        with open(os.path.join(run_dir, "manifest.json")) as f:
+            manifest = json.load(f)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            windows = [json.loads(l) for l in f if l.strip()]
+    finally:
+        if keep_dir:
+            dest = os.path.join(keep_dir, os.path.basename(run_dir))
+            shutil.copytree(run_dir, dest)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    res = manifest["results"]
+    if manifest.get("world_size") != ranks or manifest.get("blas_threads") != 1 \
+            or res.get("steps") != steps:
+        raise RuntimeError("unexpected manifest for %s: world_size %s, blas_threads %s, steps %s"
+                           % (cmd, manifest.get("world_size"), manifest.get("blas_threads"),
+                              res.get("steps")))
+    steady = [w for w in windows if "step_s" in w][1:]  # leave out the cold first window
+    rec = {"samples_per_s": res["samples_per_s"], "mean_step_s": res["mean_step_s"],
+           "wall_s": res["wall_s"], "steps": steps, "log_every": log_every}
+    if steady:
+        rec["steady_step_s"] = statistics.mean(w["step_s"] for w in steady)
+        rec["steady_samples_per_s"] = args.global_batch / rec["steady_step_s"]
+        rec["compute_s"] = statistics.mean(w["compute_s"] for w in steady)
+        rec["comm_s"] = statistics.mean(w["comm_s"] for w in steady)
+        rec["comm_fraction"] = rec["comm_s"] / (rec["compute_s"] + rec["comm_s"])
+    rec["windows"] = [{k: w.get(k) for k in ("step", "step_s", "compute_s", "comm_s")}
+                      for w in windows if "step_s" in w]
+    return rec
+
+
+def run_ddp(args, model):
+    cmd = [TORCH_PYTHON, DDP_PEER, "--model", model, "--world-size", "2", "--threads", "1",
+           "--global-batch", str(args.global_batch), "--timeout", str(args.timeout - 10)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 15)
+    if proc.returncode != 0:
+        raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), proc.returncode,
+                                                 proc.stderr.strip()[-500:]))
+    line = [l for l in proc.stdout.splitlines() if l.startswith("{")][-1]
+    res = json.loads(line)
+    return {"samples_per_s": res["samples_per_s_median"], "mean_step_s": res["step_s_median"],
+            "peer": res}
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def verdict(value, target):
+    if target is None or value is None:
+        return ""
+    return "PASS" if value >= target else "MISS"
+
+
+def main():
+    args = parse_args()
+    contenders = ["ours-N2", "ours-N1", "ddp"]
+    has_overlap = ringtrain_supports(args.ringtrain, "--overlap")
+    started = datetime.datetime.now().astimezone()
+
+    if args.wait_quiet > 0:
+        deadline = time.monotonic() + args.wait_quiet
+        while load1() >= 1.0 and time.monotonic() < deadline:
+            time.sleep(10)
+    print("dp_speed: %s, %d cores, load %s at start, ringtrain %s, overlap flag %s"
+          % (started.strftime("%Y-%m-%d %H:%M:%S %Z"), os.cpu_count(),
+             open("/proc/loadavg").read().split()[:3], args.ringtrain,
+             "present" if has_overlap else "absent (all-reduce after backward)"), flush=True)
+    if load1() > 1.0:
+        print("dp_speed: WARNING: 1-minute load %.2f > 1 at start: other work shares the 2 cores"
+              % load1(), flush=True)
+
+    runs = []  # every single measurement
+    for rnd in range(args.rounds):
+        for mi, model in enumerate(args.models):
+            shift = (rnd + mi) % len(contenders)
+            for who in contenders[shift:] + contenders[:shift]:
+                others = busy_cores()
+                t0 = time.monotonic()
+                if who == "ddp":
+                    rec = run_ddp(args, model)
+                else:
+                    rec = run_ours(args, model, 2 if who == "ours-N2" else 1, args.keep_runs)
+                rec.update({"round": rnd + 1, "model": model, "contender": who,
+                            "others_busy_cores_before": others,
+                            "run_s": round(time.monotonic() - t0, 2)})
+                runs.append(rec)
+                extra = ""
+                if "comm_fraction" in rec and who == "ours-N2":
+                    extra = "  compute %.2f ms  comm %.2f ms (%.0f%%)" % (
+                        rec["compute_s"] * 1e3, rec["comm_s"] * 1e3, 100 * rec["comm_fraction"])
+                print("  round %d  %-4s %-8s %8.1f samples/s  step %7.2f ms  "
+                      "(others busy %.2f cores)%s" % (rnd + 1, model, who, rec["samples_per_s"],
+                                                      rec["mean_step_s"] * 1e3, others, extra),
+                      flush=True)
+
+    summary = {}
+    for model in args.models:
+        def pick(who, key="samples_per_s"):
+            return [r.get(key) for r in runs if r["model"] == model and r["contender"] == who]
+        n2, n1, ddp = med(pick("ours-N2")), med(pick("ours-N1")), med(pick("ddp"))
+        per_round_ddp = [a / b for a, b in zip(pick("ours-N2"), pick("ddp"))]
+        per_round_n1 = [a / b for a, b in zip(pick("ours-N2"), pick("ours-N1"))]
+        target_ddp = (TARGET_VS_DDP_WITH_OVERLAP if has_overlap
+                      else TARGET_VS_DDP_BEFORE_OVERLAP).get(model)
+        s = {
+            "ours_n2_samples_per_s": n2, "ours_n1_samples_per_s": n1, "ddp_samples_per_s": ddp,
+            "ours_n2_steady_samples_per_s": med(pick("ours-N2", "steady_samples_per_s")),
+            "ours_n1_steady_samples_per_s": med(pick("ours-N1", "steady_samples_per_s")),
+            "ratio_n2_vs_ddp": n2 / ddp, "ratio_n2_vs_n1": n2 / n1,
+            "ratio_n2_vs_ddp_per_round": per_round_ddp, "ratio_n2_vs_n1_per_round": per_round_n1,
+            "target_vs_ddp": target_ddp,
+            "target_vs_ddp_with_overlap": TARGET_VS_DDP_WITH_OVERLAP.get(model),
+            "target_vs_n1": TARGET_VS_N1,
+            "n2_compute_s": med(pick("ours-N2", "compute_s")),
+            "n2_comm_s": med(pick("ours-N2", "comm_s")),
+            "n2_comm_fraction": med(pick("ours-N2", "comm_fraction")),
+            "n1_compute_s": med(pick("ours-N1", "compute_s")),
+        }
+        s["verdict_vs_ddp"] = verdict(s["ratio_n2_vs_ddp"], target_ddp)
+        s["verdict_vs_ddp_with_overlap"] = verdict(s["ratio_n2_vs_ddp"],
+                                                   s["target_vs_ddp_with_overlap"])
+        s["verdict_vs_n1"] = verdict(s["ratio_n2_vs_n1"], TARGET_VS_N1)
+        summary[model] = s
+
+    def fmt_ratio(value, target, per_round, verdict_text):
+        t = ("%.1fx" % target) if target else "-"
+        return "%5.2fx [%4.2f-%4.2f] %5s %4s" % (value, min(per_round), max(per_round), t,
+                                                 verdict_text or "")
+
+    print()
+    print("medians over %d round(s); samples/s = global batch %d / step time; "
+          "[min-max] of per-round ratios" % (args.rounds, args.global_batch))
+    print("%-5s %11s %11s %11s | %-31s | %-31s" % (
+        "model", "ours N=2x1", "ours N=1x1", "DDP 2x1", "N=2 / DDP  [range] target", 
+        "N=2 / N=1  [range] target"))
+    for model, s in summary.items():
+        print("%-5s %11.1f %11.1f %11.1f | %-31s | %-31s" % (
+            model, s["ours_n2_samples_per_s"], s["ours_n1_samples_per_s"],
+            s["ddp_samples_per_s"],
+            fmt_ratio(s["ratio_n2_vs_ddp"], s["target_vs_ddp"], s["ratio_n2_vs_ddp_per_round"],
+                      s["verdict_vs_ddp"]),
+            fmt_ratio(s["ratio_n2_vs_n1"], TARGET_VS_N1, s["ratio_n2_vs_n1_per_round"],
+                      s["verdict_vs_n1"])))
+    for model, s in summary.items():
+        if s.get("target_vs_ddp_with_overlap") and not has_overlap:
+            print("%-5s overlap target %.1fx vs DDP: %.2fx now (%s; ringtrain has no overlap yet)"
+                  % (model, s["target_vs_ddp_with_overlap"], s["ratio_n2_vs_ddp"],
+                     s["verdict_vs_ddp_with_overlap"]))
+    print()
+    print("ringtrain N=2 step split (rank 0, metrics.jsonl windows after the first; medians):")
+    for model, s in summary.items():
+        if s["n2_comm_s"] is None:
+            continue
+        print("%-5s compute %7.2f ms  comm %7.2f ms  comm share %4.1f%%   "
+              "(N=1 compute %7.2f ms; steady N=2 %.1f / N=1 %.1f samples/s)" % (
+                  model, s["n2_compute_s"] * 1e3, s["n2_comm_s"] * 1e3,
+                  100 * s["n2_comm_fraction"], (s["n1_compute_s"] or 0) * 1e3,
+                  s["ours_n2_steady_samples_per_s"] or 0, s["ours_n1_steady_samples_per_s"] or 0))
+    print("load at end: %s" % open("/proc/loadavg").read().split()[:3])
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"benchmark": "dp_speed", "started": started.isoformat(),
+                       "command": " ".join([sys.executable] + sys.argv),
+                       "cores": os.cpu_count(), "rounds": args.rounds,
+                       "global_batch": args.global_batch, "steps": args.steps,
+                       "ringtrain_overlap_flag": has_overlap,
+                       "summary": summary, "runs": runs}, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print("dp_speed: %s" % e, file=sys.stderr)
+        sys.exit(1)
