@@ -1,22 +1,39 @@
 // Wait policy (see wait.hpp): detect oversubscription, then spin, yield or sleep.
 //
-// Measured on the 2-core test machine (bench/README-allreduce.md has the figures): at N=2
-// spinning is fastest (a yield or sleep adds a scheduler round trip to every round); at N=4
-// yielding is fastest, pure sleeping loses to it on small messages because nanosleep wakes
-// ~55 us late (timer slack), and spinning is as slow as MPICH.
+// Measured on the 2-core test machine (Linux 6.18, EEVDF scheduler; ring allreduce, median
+// per call; bench/README-allreduce.md has the sweep):
+//   N=2, ranks <= cores  spin 2.4 us (1 float), 160 us (1 MiB); yield the same within noise
+//                        (2.0 / 140 us: nobody else wants the core, so a yield is a cheap
+//                        syscall); sleeping 85 / 236 us (nanosleep wakes >= 50 us late:
+//                        timer slack). Kept: spin, the textbook choice, no syscalls.
+//   N=4 on 2 cores       spin 24-33 ms per call at any size (as slow as MPICH: the rank
+//                        holding the data waits for a time slice). Plain sched_yield is the
+//                        fastest when the scheduler's books are balanced (20 us, 1 float) but
+//                        5-7 ms per 1 MiB call after MPICH's spinning: EEVDF does not switch
+//                        to a task that has run more than its share, and that is exactly the
+//                        rank with bytes to move, so the yield comes straight back. Pure
+//                        sleeping: 230-370 us per 1-float call. Kept: yield, and when yields
+//                        come straight back (8 in a row under 2 us) nap once, which lets the
+//                        scheduler run anybody: 20 us balanced, 1.1-1.6 ms after MPICH.
 #include "ringtrain/collectives/wait.hpp"
 
 #include <sched.h>
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace ringtrain::collectives {
 
 namespace {
-// kYield: after this many fruitless yields in a row, start sleeping with backoff.
-constexpr std::size_t kYieldsBeforeSleep = 256;
+// kYield: a yield that comes back within kQuickYield handed the core to nobody; after
+// kQuickYieldsBeforeNap of those in a row the rank naps (kNapNs asked, ~50 us with Linux's
+// default timer slack) so that a rank the scheduler would not switch to gets the core.
+constexpr auto kQuickYield = std::chrono::microseconds(2);
+constexpr std::size_t kQuickYieldsBeforeNap = 8;
+constexpr long kNapNs = 1'000;
+// kSleep: exponential backoff between polls.
 constexpr long kFirstSleepNs = 1'000;
 constexpr long kLongestSleepNs = 64'000;
 }  // namespace
@@ -72,12 +89,19 @@ void Waiter::idle() {
     case WaitPolicy::kAuto:
     case WaitPolicy::kSpin:
       return;
-    case WaitPolicy::kYield:
-      if (fruitless_polls_ < kYieldsBeforeSleep) {
-        sched_yield();
-        return;
+    case WaitPolicy::kYield: {
+      const auto before = std::chrono::steady_clock::now();
+      sched_yield();
+      if (std::chrono::steady_clock::now() - before < kQuickYield) {
+        if (++quick_yields_ >= kQuickYieldsBeforeNap) {
+          sleep_for_ns(kNapNs);
+          quick_yields_ = 0;
+        }
+      } else {
+        quick_yields_ = 0;
       }
-      [[fallthrough]];
+      return;
+    }
     case WaitPolicy::kSleep:
       sleep_ns_ = sleep_ns_ == 0 ? kFirstSleepNs : std::min(2 * sleep_ns_, kLongestSleepNs);
       sleep_for_ns(sleep_ns_);
@@ -87,6 +111,7 @@ void Waiter::idle() {
 
 void Waiter::reset() {
   fruitless_polls_ = 0;
+  quick_yields_ = 0;
   sleep_ns_ = 0;
 }
 

@@ -1,5 +1,7 @@
 // `ringtrain train`: flags (and --config TOML with the same keys) into a TrainConfig, then
 // the Trainer. Flags override the file; an unknown key is an error (exit 2).
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -53,6 +55,10 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--log-every", c.log_every, "steps between metrics lines")->capture_default_str();
   train->add_flag("!--no-eval", c.evaluate, "do not evaluate on the test set");
   train->add_flag("--quiet", c.quiet, "print errors only");
+  train->add_option("--checkpoint-every", c.checkpoint_every, "save every K steps, or auto (Young/Daly interval from the measured save cost and --mtbf); 0: only at the end")->capture_default_str();
+  train->add_option("--mtbf", c.mtbf_s, "the job's mean time between failures in seconds, for --checkpoint-every auto");
+  train->add_option("--keep", c.keep, "newest checkpoints kept")->capture_default_str();
+  train->add_option("--resume", c.resume, "auto (newest checkpoint of --run-dir that verifies) or a checkpoint file");
   train->add_option("--replica-check-every", c.replica_check_every, "steps between checks that all replicas are bitwise equal (0: at the end only)")->capture_default_str();
   train->add_option("--max-nonfinite-steps", c.max_nonfinite_steps, "consecutive steps with a non-finite gradient that are skipped before the run stops")->capture_default_str();
   train->add_option("--watchdog-s", c.watchdog_s, "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step time, at least 60 s)")->capture_default_str();
@@ -64,6 +70,10 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--test-hang-rank", c.hooks.hang_rank)->group("");
   train->add_option("--test-hang-step", c.hooks.hang_step)->group("");
   train->add_option("--test-hang-s", c.hooks.hang_s)->group("");
+  train->add_option("--test-kill-rank", c.hooks.kill_rank)->group("");
+  train->add_option("--test-kill-step", c.hooks.kill_step)->group("");
+  train->add_option("--test-crash-phase", c.hooks.crash_phase)->group("");
+  train->add_option("--test-crash-step", c.hooks.crash_step)->group("");
 
   train->callback([&run, config] {
     run = [config]() -> int {
@@ -71,8 +81,8 @@ void add_train(CLI::App& app, Runner& run) {
       Trainer trainer(*config, models::make_model(*config), models::input_shape(), comm);
       // A stuck rank ends the whole job (MPI_Abort), not just itself.
       trainer.set_watchdog_action([](const std::string& message) {
-        std::fprintf(stderr, "%s\n", message.c_str());
-        std::fflush(stderr);
+        const std::string line = message + "\n";  // one write: lines of ranks never interleave
+        [[maybe_unused]] auto written = ::write(2, line.data(), line.size());
         MPI_Abort(MPI_COMM_WORLD, 3);
       });
       trainer.run();

@@ -18,6 +18,13 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
 
 void set_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
 int threads() { return openblas_get_num_threads(); }
+
+ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()) {
+  if (threads != previous_) set_threads(threads);
+}
+ScopedThreads::~ScopedThreads() {
+  if (openblas_get_num_threads() != previous_) set_threads(previous_);
+}
 std::string config() { return openblas_get_config(); }
 
 int available_cores() {

@@ -27,6 +27,14 @@ TEST_CASE("allreduce_sum(double): exact sums, identical bits on every rank") {
   REQUIRE(all_ranks(ok));
 }
 
+TEST_CASE("allreduce_max(double)") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  std::vector<double> v{static_cast<double>(r), -static_cast<double>(r), r == 1 ? 7.5 : 0.0};
+  allreduce_max(comm, std::span<double>(v));
+  REQUIRE(all_ranks(v[0] == N - 1 && v[1] == 0.0 && v[2] == (N > 1 ? 7.5 : 0.0)));
+}
+
 TEST_CASE("allreduce_min_max and barrier") {
   Communicator comm;
   const int N = comm.size(), r = comm.rank();

@@ -1,4 +1,5 @@
-// Conv2d: im2col + GEMM forward, GEMM + col2im backward, one sample at a time.
+// Conv2d: im2col + GEMM forward, GEMM + col2im backward, one sample at a time, the batch
+// split over the rank's threads (see conv2d.hpp, "Parallelism").
 //
 //   forward   col_i = im2col(x_i)                      (C·k·k, Ho·Wo)
 //             y_i   = W · col_i + b                    (O, Ho·Wo)     one sgemm per sample
@@ -13,6 +14,13 @@
 // 0.3.21 on one Zen 4 core: the per-sample GEMM 64x196x800 runs at ~95 GFLOP/s, the
 // batched 64x25088x800 at ~65. The columns are recomputed in backward rather than kept
 // from forward for the same reason (im2col costs ~5% of the layer; storing would not).
+// Groups of G samples per GEMM (columns (C·k·k, G·Ho·Wo), a few MB) were measured too and
+// bring nothing: 64 x (G·196) x 800 runs at 97 / 95 / 99 / 92 GFLOP/s for G = 1 / 2 / 4 / 8
+// (dW and dx products alike), and the conv1 shapes lose (112 -> 84 GFLOP/s at G = 2).
+// So the threads split the batch, not the GEMMs: each part's GEMMs stay at the per-sample
+// rate and im2col, col2im and the bias run in parallel too.
+// AVX2 clones of im2col / col2im (GCC target_clones) saved ~12% of their time, ~1% of the
+// step, and their ifunc resolver crashes sanitizer builds at load time: not kept.
 //
 // im2col, worked for one row of the column matrix: c, ki, kj fixed, stride 1, padding 2,
 // kernel 5, 14x14 image. The image sits in a zero-bordered 18x18 copy; output pixel
@@ -53,7 +61,7 @@ Conv2d::Conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t ke
                      std::to_string(k_) + ", " + std::to_string(stride_) + ")");
 }
 
-Shape Conv2d::plan(const Shape& input, std::size_t /*max_batch*/) {
+Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
   const std::string self = "Conv2d(" + std::to_string(in_c_) + " -> " + std::to_string(out_c_) +
                            ", kernel " + std::to_string(k_) + ", padding " + std::to_string(pad_) +
                            ")";
@@ -70,9 +78,17 @@ Shape Conv2d::plan(const Shape& input, std::size_t /*max_batch*/) {
   pixels_ = ho_ * wo_;
   identity_col_ = k_ == 1 && stride_ == 1 && pad_ == 0;
   const std::size_t padded_size = in_c_ * (h_ + 2 * pad_) * (w_ + 2 * pad_);
-  col_.assign(identity_col_ ? 0 : patch_ * pixels_ + kChunk, 0.0f);
-  padded_.assign(identity_col_ ? 0 : padded_size + kChunk, 0.0f);
-  padded_grad_.assign(identity_col_ || pad_ == 0 ? 0 : padded_size, 0.0f);
+  const std::size_t threads = std::size_t(std::max(1, blas::threads()));
+  parts_.assign(std::max<std::size_t>(1, std::min(threads, max_batch)), {});
+  for (std::size_t p = 0; p < parts_.size(); ++p) {
+    PartWorkspace& ws = parts_[p];
+    ws.col.assign(identity_col_ ? 0 : patch_ * pixels_ + kChunk, 0.0f);
+    ws.padded.assign(identity_col_ ? 0 : padded_size + kChunk, 0.0f);
+    ws.padded_grad.assign(identity_col_ || pad_ == 0 ? 0 : padded_size, 0.0f);
+    ws.grad_weight.assign(p == 0 ? 0 : out_c_ * patch_, 0.0f);
+    ws.grad_bias.assign(p == 0 ? 0 : out_c_, 0.0f);
+  }
+  pool_ = parts_.size() > 1 ? std::make_unique<ThreadPool>(parts_.size()) : nullptr;
   return {out_c_, ho_, wo_};
 }
 
@@ -92,23 +108,41 @@ double Conv2d::forward_flops_per_sample() const {
   return 2.0 * double(out_c_) * double(patch_) * double(pixels_);
 }
 
-// image: (C, H, W) -> col: (C·k·k, Ho·Wo)
+// Parts for a batch of n: the planned threads, no more than the BLAS budget now (a caller
+// may have lowered it since plan()), and no part without a sample.
+std::size_t Conv2d::parts_for(std::size_t n) const {
+  const std::size_t budget = std::size_t(std::max(1, blas::threads()));
+  return std::min({parts_.size(), budget, n});
+}
+
+// Part p of P takes samples [p·n/P, (p+1)·n/P): with n = 5, P = 2, part 0 gets 0..1 and
+// part 1 gets 2..4. The BLAS runs single-threaded inside the parallel region.
+template <typename Body>
+void Conv2d::for_each_part(std::size_t n, std::size_t parts, Body&& body) {
+  auto run_part = [&](std::size_t p) { body(p, p * n / parts, (p + 1) * n / parts); };
+  if (parts <= 1) {
+    run_part(0);
+    return;
+  }
+  blas::ScopedThreads single(1);
+  pool_->run(parts, run_part);
+}
+
+// image: (C, H, W) -> col: (C·k·k, Ho·Wo), through padded: (C, H + 2p, W + 2p) + kChunk.
 //
-// The image is first copied into the interior of padded_ (C, H + 2p, W + 2p), whose border
-// stays zero from plan(); then every entry of col is a plain read of padded_,
+// The image is first copied into the interior of padded, whose border stays zero from
+// plan(); then every entry of col is a plain read of padded,
 //   col[(c, ki, kj), (oh, ow)] = padded[c, oh·s + ki, ow·s + kj],
 // with no bounds test. For s = 1 each (row, oh) is a run of Wo consecutive floats, copied
 // in fixed chunks of kChunk floats: the last chunk of a run overshoots into the start of
 // the next run, which is written afterwards anyway (runs are filled in increasing address
 // order), and both buffers carry kChunk floats of slack at the end. Fixed-size chunks beat
 // a copy loop of run-time length Wo (14 for the cnn) by about 2x.
-void Conv2d::im2col(const float* image, float* col) {
+void Conv2d::im2col(const float* image, float* col, float* padded) const {
   const std::size_t hp = h_ + 2 * pad_, wp = w_ + 2 * pad_, s = stride_;
   for (std::size_t c = 0; c < in_c_; ++c)
     for (std::size_t ih = 0; ih < h_; ++ih)
-      std::copy_n(image + (c * h_ + ih) * w_, w_,
-                  padded_.data() + (c * hp + ih + pad_) * wp + pad_);
-  const float* padded = padded_.data();
+      std::copy_n(image + (c * h_ + ih) * w_, w_, padded + (c * hp + ih + pad_) * wp + pad_);
   for (std::size_t c = 0; c < in_c_; ++c)
     for (std::size_t ki = 0; ki < k_; ++ki)
       for (std::size_t kj = 0; kj < k_; ++kj) {
@@ -126,12 +160,12 @@ void Conv2d::im2col(const float* image, float* col) {
 }
 
 // col: (C·k·k, Ho·Wo) -> image: (C, H, W), the transpose of im2col: every column entry is
-// added back to the pixel it was read from. Accumulates into padded_grad_ (zeroed first),
-// then copies the interior out; the border collects the gradient of the zero padding,
-// which is dropped.
-void Conv2d::col2im(const float* col, float* image) {
+// added back to the pixel it was read from. Accumulates into padded (zeroed first; the
+// image itself when p = 0), then copies the interior out; the border collects the gradient
+// of the zero padding, which is dropped.
+void Conv2d::col2im(const float* col, float* image, float* padded) const {
   const std::size_t hp = h_ + 2 * pad_, wp = w_ + 2 * pad_, s = stride_;
-  float* padded = pad_ > 0 ? padded_grad_.data() : image;
+  if (pad_ == 0) padded = image;
   std::fill_n(padded, in_c_ * hp * wp, 0.0f);
   for (std::size_t c = 0; c < in_c_; ++c)
     for (std::size_t ki = 0; ki < k_; ++ki)
@@ -153,16 +187,17 @@ void Conv2d::col2im(const float* col, float* image) {
   }
 }
 
-void Conv2d::forward(std::span<const float> x, std::span<float> y, std::size_t n,
-                     const StepContext& /*ctx*/) {
+// y[begin, end) from x[begin, end): one sgemm per sample.
+void Conv2d::forward_samples(const float* x, float* y, std::size_t begin, std::size_t end,
+                             PartWorkspace& ws) {
   const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float* xi = x.data() + i * in_size;
-    float* yi = y.data() + i * out_size;
+  for (std::size_t i = begin; i < end; ++i) {
+    const float* xi = x + i * in_size;
+    float* yi = y + i * out_size;
     const float* col = xi;
     if (!identity_col_) {
-      im2col(xi, col_.data());
-      col = col_.data();
+      im2col(xi, ws.col.data(), ws.padded.data());
+      col = ws.col.data();
     }
     // y_i = W · col_i   (O, Ho·Wo) = (O, C·k·k) · (C·k·k, Ho·Wo)
     blas::gemm(blas::Trans::kNo, blas::Trans::kNo, int(out_c_), int(pixels_), int(patch_), 1.0f,
@@ -176,36 +211,68 @@ void Conv2d::forward(std::span<const float> x, std::span<float> y, std::size_t n
   }
 }
 
-void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
-                      std::span<const float> dy, std::span<float> dx, std::size_t n,
-                      const StepContext& /*ctx*/) {
+// Over samples [begin, end), end > begin: grad_weight = Σ dy_i · col_iᵀ and
+// grad_bias = Σ_i Σ_pixels dy_i (both overwritten), and dx_i unless dx is null.
+void Conv2d::backward_samples(const float* x, const float* dy, float* dx, std::size_t begin,
+                              std::size_t end, float* grad_weight, float* grad_bias,
+                              PartWorkspace& ws) {
   const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
-  std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
-  if (n == 0) std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float* xi = x.data() + i * in_size;
-    const float* dyi = dy.data() + i * out_size;
+  std::fill_n(grad_bias, out_c_, 0.0f);
+  for (std::size_t i = begin; i < end; ++i) {
+    const float* xi = x + i * in_size;
+    const float* dyi = dy + i * out_size;
     const float* col = xi;
     if (!identity_col_) {
-      im2col(xi, col_.data());
-      col = col_.data();
+      im2col(xi, ws.col.data(), ws.padded.data());
+      col = ws.col.data();
     }
     // dW (+)= dy_i · col_iᵀ   (O, C·k·k) = (O, Ho·Wo) · (Ho·Wo, C·k·k); the first sample overwrites
     blas::gemm(blas::Trans::kNo, blas::Trans::kYes, int(out_c_), int(patch_), int(pixels_), 1.0f,
-               dyi, col, i == 0 ? 0.0f : 1.0f, grad_weight_.data());
+               dyi, col, i == begin ? 0.0f : 1.0f, grad_weight);
     // db += Σ_pixels dy_i
-    for (std::size_t o = 0; o < out_c_; ++o) grad_bias_[o] += sum_of(dyi + o * pixels_, pixels_);
-    if (dx.empty()) continue;
-    float* dxi = dx.data() + i * in_size;
+    for (std::size_t o = 0; o < out_c_; ++o) grad_bias[o] += sum_of(dyi + o * pixels_, pixels_);
+    if (dx == nullptr) continue;
+    float* dxi = dx + i * in_size;
     // dcol = Wᵀ · dy_i   (C·k·k, Ho·Wo) = (C·k·k, O) · (O, Ho·Wo); then dx_i = col2im(dcol)
     if (identity_col_) {
       blas::gemm(blas::Trans::kYes, blas::Trans::kNo, int(patch_), int(pixels_), int(out_c_), 1.0f,
                  weight_.data(), dyi, 0.0f, dxi);
     } else {
       blas::gemm(blas::Trans::kYes, blas::Trans::kNo, int(patch_), int(pixels_), int(out_c_), 1.0f,
-                 weight_.data(), dyi, 0.0f, col_.data());
-      col2im(col_.data(), dxi);
+                 weight_.data(), dyi, 0.0f, ws.col.data());
+      col2im(ws.col.data(), dxi, ws.padded_grad.data());
     }
+  }
+}
+
+void Conv2d::forward(std::span<const float> x, std::span<float> y, std::size_t n,
+                     const StepContext& /*ctx*/) {
+  if (n == 0) return;
+  for_each_part(n, parts_for(n), [&](std::size_t p, std::size_t begin, std::size_t end) {
+    forward_samples(x.data(), y.data(), begin, end, parts_[p]);
+  });
+}
+
+void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
+                      std::span<const float> dy, std::span<float> dx, std::size_t n,
+                      const StepContext& /*ctx*/) {
+  if (n == 0) {
+    std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
+    std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
+    return;
+  }
+  const std::size_t parts = parts_for(n);
+  for_each_part(n, parts, [&](std::size_t p, std::size_t begin, std::size_t end) {
+    PartWorkspace& ws = parts_[p];
+    backward_samples(x.data(), dy.data(), dx.empty() ? nullptr : dx.data(), begin, end,
+                     p == 0 ? grad_weight_.data() : ws.grad_weight.data(),
+                     p == 0 ? grad_bias_.data() : ws.grad_bias.data(), ws);
+  });
+  // dW = dW_0 + dW_1 + ... in part order: the same sum, bit for bit, on every run.
+  for (std::size_t p = 1; p < parts; ++p) {
+    const std::vector<float>& gw = parts_[p].grad_weight;
+    for (std::size_t j = 0; j < gw.size(); ++j) grad_weight_[j] += gw[j];
+    for (std::size_t o = 0; o < out_c_; ++o) grad_bias_[o] += parts_[p].grad_bias[o];
   }
 }
 

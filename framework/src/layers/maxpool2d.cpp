@@ -5,9 +5,82 @@
 #include <cmath>
 #include <limits>
 
+#include <emmintrin.h>
+
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain {
+namespace {
+
+// PyTorch's rule for one step of the scan: a larger value or a NaN takes over. Written as
+// selects, not a branch: on real activations the comparison is a coin flip for the
+// predictor.
+inline void scan(float v, std::uint32_t index, float& best_value, std::uint32_t& best) {
+  const bool take = v > best_value || v != v;  // v != v: v is NaN
+  best_value = take ? v : best_value;
+  best = take ? index : best;
+}
+
+// The cnn's 2x2 window with stride 2, four outputs at a time with SSE2 (part of every
+// x86-64 CPU). The generic loop below, with run-time k and stride, took 15.3 ms on the cnn's
+// first pool (128 x 32 x 28 x 28, one core) and the same loop with k = 2 fixed still 12.3
+// (the compiler keeps the selects as branches); this one 1.5 ms. Same scan order and rule as
+// scan(): top-left, top-right, bottom-left, bottom-right; a larger value or a NaN takes over.
+//   top row    t0 t1 t2 t3 t4 t5 t6 t7  -> evens (t0 t2 t4 t6) = left, odds = right
+//   bottom row b0 b1 ... b7              -> the same
+void pool_2x2(const float* xp, float* yp, std::uint32_t* ap, std::size_t w, std::size_t ho,
+              std::size_t wo) {
+  for (std::size_t oh = 0; oh < ho; ++oh) {
+    const std::uint32_t top = std::uint32_t(2 * oh * w), bottom = top + std::uint32_t(w);
+    float* yrow = yp + oh * wo;
+    std::uint32_t* arow = ap + oh * wo;
+    // Four windows from output column ow; a row whose width is not a multiple of 4 ends
+    // with a group that overlaps the one before (those outputs are written twice, equal),
+    // so only rows narrower than 4 outputs take the scalar loop.
+    const __m128i one = _mm_set1_epi32(1), row = _mm_set1_epi32(int(w));
+    auto four = [&](std::size_t ow) {
+      // Window q of the four starts at column 2·(ow + q): indices top + 2·ow + {0, 2, 4, 6}.
+      const __m128i index =
+          _mm_add_epi32(_mm_set1_epi32(int(top + 2 * ow)), _mm_setr_epi32(0, 2, 4, 6));
+      const float* t = xp + top + 2 * ow;
+      const float* b = xp + bottom + 2 * ow;
+      const __m128 t_lo = _mm_loadu_ps(t), t_hi = _mm_loadu_ps(t + 4);
+      const __m128 b_lo = _mm_loadu_ps(b), b_hi = _mm_loadu_ps(b + 4);
+      __m128 best = _mm_shuffle_ps(t_lo, t_hi, _MM_SHUFFLE(2, 0, 2, 0));  // top-left
+      __m128i best_index = index;
+      auto take = [&](__m128 v, __m128i v_index) {
+        const __m128 mask = _mm_or_ps(_mm_cmpgt_ps(v, best), _mm_cmpunord_ps(v, v));
+        const __m128i imask = _mm_castps_si128(mask);
+        best = _mm_or_ps(_mm_and_ps(mask, v), _mm_andnot_ps(mask, best));
+        best_index = _mm_or_si128(_mm_and_si128(imask, v_index), _mm_andnot_si128(imask, best_index));
+      };
+      take(_mm_shuffle_ps(t_lo, t_hi, _MM_SHUFFLE(3, 1, 3, 1)), _mm_add_epi32(index, one));
+      take(_mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(2, 0, 2, 0)), _mm_add_epi32(index, row));
+      take(_mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(3, 1, 3, 1)),
+           _mm_add_epi32(_mm_add_epi32(index, row), one));
+      _mm_storeu_ps(yrow + ow, best);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(arow + ow), best_index);
+    };
+    std::size_t ow = 0;
+    if (wo >= 4) {
+      for (; ow + 4 <= wo; ow += 4) four(ow);
+      if (ow < wo) four(wo - 4);
+      continue;
+    }
+    for (; ow < wo; ++ow) {
+      const std::uint32_t left = std::uint32_t(2 * ow);
+      std::uint32_t best = top + left;
+      float best_value = xp[best];
+      scan(xp[top + left + 1], top + left + 1, best_value, best);
+      scan(xp[bottom + left], bottom + left, best_value, best);
+      scan(xp[bottom + left + 1], bottom + left + 1, best_value, best);
+      yrow[ow] = best_value;
+      arow[ow] = best;
+    }
+  }
+}
+
+}  // namespace
 
 MaxPool2d::MaxPool2d(std::size_t kernel, std::size_t stride)
     : k_(kernel), stride_(stride == 0 ? kernel : stride) {
@@ -40,23 +113,21 @@ void MaxPool2d::forward(std::span<const float> x, std::span<float> y, std::size_
     const float* xp = x.data() + plane * plane_in;
     float* yp = y.data() + plane * plane_out;
     std::uint32_t* ap = argmax_.data() + plane * plane_out;
+    if (k_ == 2 && stride_ == 2) {
+      pool_2x2(xp, yp, ap, w_, ho_, wo_);
+      continue;
+    }
     for (std::size_t oh = 0; oh < ho_; ++oh) {
       for (std::size_t ow = 0; ow < wo_; ++ow) {
-        std::size_t best = oh * stride_ * w_ + ow * stride_;
+        std::uint32_t best = std::uint32_t(oh * stride_ * w_ + ow * stride_);
         float best_value = xp[best];
         for (std::size_t ki = 0; ki < k_; ++ki) {
           const std::size_t row = (oh * stride_ + ki) * w_ + ow * stride_;
-          for (std::size_t kj = 0; kj < k_; ++kj) {
-            // PyTorch's rule: a larger value or a NaN takes over. Written as selects, not a
-            // branch: on real activations the comparison is a coin flip for the predictor.
-            const float v = xp[row + kj];
-            const bool take = v > best_value || std::isnan(v);
-            best_value = take ? v : best_value;
-            best = take ? row + kj : best;
-          }
+          for (std::size_t kj = 0; kj < k_; ++kj)
+            scan(xp[row + kj], std::uint32_t(row + kj), best_value, best);
         }
         yp[oh * wo_ + ow] = best_value;
-        ap[oh * wo_ + ow] = std::uint32_t(best);
+        ap[oh * wo_ + ow] = best;
       }
     }
   }

@@ -65,6 +65,13 @@ void TrainConfig::validate(int world_size) const {
   require(target_accuracy >= 0.0 && target_accuracy <= 1.0,
           fmt::format("--target-accuracy {} must be in [0, 1]", target_accuracy));
   require(log_every > 0, "--log-every 0: must be >= 1");
+  if (checkpoint_every == "auto")
+    require(mtbf_s > 0, "--checkpoint-every auto needs --mtbf SECONDS > 0 (the job's mean time between failures)");
+  else
+    parse_size_list(checkpoint_every, "--checkpoint-every");
+  require(keep >= 1, "--keep 0: keep at least the newest checkpoint");
+  require(resume.empty() || !run_dir.empty(),
+          "--resume " + resume + " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
   require(watchdog_s >= 0, fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", watchdog_s));
   require(blas_threads >= 0, fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
   require_one_of(sync_bn, {"auto", "on", "off"}, "--sync-bn");
@@ -138,6 +145,9 @@ nlohmann::json TrainConfig::to_json() const {
           {"target-accuracy", target_accuracy},
           {"log-every", log_every},
           {"no-eval", !evaluate},
+          {"checkpoint-every", checkpoint_every},
+          {"mtbf", mtbf_s},
+          {"keep", keep},
           {"replica-check-every", replica_check_every},
           {"max-nonfinite-steps", max_nonfinite_steps},
           {"watchdog-s", watchdog_s},

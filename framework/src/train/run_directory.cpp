@@ -31,6 +31,24 @@ void RunDirectory::append_metrics(const nlohmann::json& record) {
   metrics_.flush();
 }
 
+void RunDirectory::truncate_metrics_after(std::uint64_t step) {
+  metrics_.close();
+  const std::filesystem::path path = dir_ / "metrics.jsonl";
+  std::string kept;
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto record = nlohmann::json::parse(line, nullptr, false);
+      if (!record.is_discarded() && record.value("step", std::uint64_t{0}) > step) continue;
+      kept += line + "\n";
+    }
+  }
+  write_file_atomically(path, kept);
+  metrics_.open(path, std::ios::app);
+  if (!metrics_) throw Error("cannot open " + path.string());
+}
+
 void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path temp = path.string() + ".tmp";
   {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -23,7 +25,11 @@
 #include "ringtrain/framework/optim/schedule.hpp"
 #include "ringtrain/framework/train/progress.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
+#include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/replica_check.hpp"
+#include "ringtrain/framework/train/stop_signals.hpp"
+#include "ringtrain/framework/train/training_state.hpp"
 #include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/watchdog.hpp"
 
@@ -181,11 +187,13 @@ TrainResults Trainer::run() {
   const std::uint64_t eval_every = config_.eval_every > 0 ? config_.eval_every : steps_per_epoch;
 
   // --- run directory and banner (rank 0) ---
+  // Rank 0 alone writes; every rank knows the path (--resume requires an explicit --run-dir).
+  const std::filesystem::path run_dir_path =
+      !config_.run_dir.empty() ? config_.run_dir : leader ? default_run_dir(config_.model) : "";
   std::unique_ptr<RunDirectory> run_dir;
   nlohmann::json manifest;
   if (leader) {
-    run_dir = std::make_unique<RunDirectory>(
-        config_.run_dir.empty() ? default_run_dir(config_.model) : config_.run_dir, false);
+    run_dir = std::make_unique<RunDirectory>(run_dir_path, /*allow_existing=*/!config_.resume.empty());
     manifest["config"] = config_.to_json();
     manifest["world_size"] = world;
     manifest["local_batches"] = local_batches;
@@ -206,7 +214,24 @@ TrainResults Trainer::run() {
     manifest["steps_per_epoch"] = steps_per_epoch;
     manifest["total_steps"] = total_steps;
     manifest["parameters"] = model.parameters().num_elements();
+    // What MLPerf asks a run to record, beside the resolved config.
+    manifest["target"] = {{"metric", "top-1 accuracy on the full Fashion-MNIST test set (10,000 images)"},
+                          {"value", config_.target_accuracy > 0 ? nlohmann::json(config_.target_accuracy) : nlohmann::json()}};
+    manifest["evaluation"] = {{"every_steps", config_.evaluate ? nlohmann::json(eval_every) : nlohmann::json()},
+                              {"method", "test set split near-equally over ranks, correct counts summed exactly"}};
+    manifest["stopping_rule"] = config_.target_accuracy > 0
+        ? fmt::format("stop at the first evaluation with test accuracy >= {}, else after {} steps",
+                      config_.target_accuracy, total_steps)
+        : fmt::format("stop after {} steps", total_steps);
+    manifest["data_order"] = fmt::format(
+        "epoch e visits the training set in the permutation of (seed {}, e) from a counter-based "
+        "generator, independent of the number of ranks; step s takes positions [s*B, (s+1)*B), "
+        "the last batch of an epoch may be short; rank r takes its slice of local batches",
+        config_.seed);
+    manifest["batches"] = {{"global", global_batch}, {"local", local_batches}};
+    manifest["seed"] = config_.seed;
     manifest["versions"] = {{"ringtrain", RINGTRAIN_VERSION},
+                            {"source_revision", RINGTRAIN_SOURCE_REVISION},
                             {"compiler", fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
                             {"openblas", blas::config()},
                             {"mpi", mpi_library_version()}};
@@ -269,17 +294,67 @@ TrainResults Trainer::run() {
   constexpr double kWatchdogFloorS = 60.0;
   Watchdog watchdog(rank, config_.watchdog_s > 0 ? config_.watchdog_s : kWatchdogFloorS, watchdog_action_);
   const TrainConfig::TestHooks& hooks = config_.hooks;
-  std::uint64_t nonfinite_in_a_row = 0;
+
+  // --- the training state, and a resume if asked ---
+  TrainingProgress state_progress;
+  const TrainingState state{model, *optimizer, sampler, state_progress, config_.seed};
+  Checkpointer checkpointer(comm_, run_dir_path / "checkpoints", config_.keep, config_.to_json().dump());
+  if (!config_.resume.empty()) {
+    const auto from = checkpointer.resume(state, config_.resume, [&](const std::string& m) { say(m); });
+    if (from) {
+      say(fmt::format("resumed from {} at step {} (epoch {}, position {})", from->string(),
+                      state_progress.step, sampler.state().epoch, sampler.state().position));
+      if (leader) run_dir->truncate_metrics_after(state_progress.step);
+    } else {
+      say("no checkpoint to resume from in " + checkpointer.dir().string() + ": starting at step 0");
+    }
+  }
+  TrainingProgress& prog = state_progress;
+
+  // --- checkpoint interval: fixed K, or Young/Daly from the measured save cost ---
+  const bool checkpointing = true;  // always at the end; periodically if asked
+  const bool auto_interval = config_.checkpoint_every == "auto";
+  std::uint64_t save_every = auto_interval ? config_.log_every : parse_size_list(config_.checkpoint_every, "--checkpoint-every").at(0);
+  double save_cost_used_s = 0.0;
+  auto plan_interval = [&](double cost_s) {
+    // τ = √(2·C·μ) of useful compute, in steps at the measured step time
+    const double mean_step = prog.useful_compute_s / double(std::max<std::uint64_t>(1, prog.step));
+    const double tau = std::sqrt(2.0 * cost_s * config_.mtbf_s);
+    save_every = std::max<std::uint64_t>(1, std::uint64_t(std::llround(tau / std::max(mean_step, 1e-9))));
+    save_cost_used_s = cost_s;
+    say(fmt::format("checkpoint interval (Young/Daly): save cost C = {:.3f} s, MTBF = {:.0f} s, "
+                    "tau = sqrt(2 C MTBF) = {:.1f} s = {} steps of {:.4f} s; predicted overhead "
+                    "C/tau + tau/(2 MTBF) = {:.2f} %", cost_s, config_.mtbf_s, tau, save_every, mean_step,
+                    100.0 * (cost_s / tau + tau / (2.0 * config_.mtbf_s))));
+  };
+  auto save = [&](const char* why) {
+    watchdog.enter("checkpoint save", prog.step);
+    if (hooks.crash_phase > 0 && hooks.crash_step == prog.step && rank == 0)
+      checkpoint::set_crash_hook([phase = hooks.crash_phase](int now) {
+        if (now == phase) std::raise(SIGKILL);  // injected fault: die in this phase of the save
+      });
+    const double cost = checkpointer.save(state, sampler.state().epoch);
+    watchdog.leave();
+    if (leader && run_dir)
+      run_dir->append_metrics({{"step", prog.step}, {"checkpoint_s", cost}, {"reason", why}});
+    return cost;
+  };
+
+  // SIGTERM / SIGUSR1 (Slurm's warning before preemption; hydra forwards both): save at the
+  // next agreed step boundary and exit 0.
+  StopSignals stop_signals;
 
   TrainResults results;
+  results.best_test_accuracy = prog.best_test_accuracy;
+  results.final_test_accuracy = prog.final_test_accuracy;
   Progress progress(out, total_steps, config_.log_every, leader && !config_.quiet);
-  double window_loss = 0.0, window_samples = 0.0, window_compute = 0.0, window_comm = 0.0;
-  double window_start = now_s(), train_time = 0.0;
-  std::uint64_t window_steps = 0;
+  double window_compute = 0.0, window_comm = 0.0;
+  double window_start = now_s();
   const double start = now_s();
   double last_loss = NAN;
+  bool stopped_by_signal = false;
 
-  for (std::uint64_t step = 0; step < total_steps; ++step) {
+  for (std::uint64_t step = prog.step; step < total_steps; ++step) {
     const double t0 = now_s();
     watchdog.enter("forward/backward", step);
     // 1. this step's global batch and this rank's slice of it
@@ -318,13 +393,13 @@ TrainResults Trainer::run() {
     watchdog.enter("optimizer", step);
     if (all_finite(grads)) {
       optimizer->step(params, grads, learning_rate(schedule, step));
-      nonfinite_in_a_row = 0;
+      prog.nonfinite_in_a_row = 0;
     } else {
-      ++results.skipped_steps;
-      if (++nonfinite_in_a_row > config_.max_nonfinite_steps)
+      ++prog.skipped_steps;
+      if (++prog.nonfinite_in_a_row > config_.max_nonfinite_steps)
         throw AgreedError(fmt::format(
             "step {}: the gradient was not finite (NaN or inf) in {} consecutive steps; stopping. "
-            "Lower --lr, or raise --max-nonfinite-steps", step, nonfinite_in_a_row));
+            "Lower --lr, or raise --max-nonfinite-steps", step, prog.nonfinite_in_a_row));
       progress.message(fmt::format("step {}: gradient not finite on some rank: step skipped on all ranks", step));
     }
     if (hooks.perturb_rank == rank && hooks.perturb_step == step)
@@ -332,15 +407,19 @@ TrainResults Trainer::run() {
     watchdog.leave();
     const double t3 = now_s();
 
-    window_loss += loss.loss_sum;
-    window_samples += double(mine.count);
+    prog.window_loss += loss.loss_sum;
+    prog.window_samples += double(mine.count);
+    ++prog.window_steps;
     window_compute += (t1 - t0) + (t3 - t2);
     window_comm += t2 - t1;
-    train_time += t3 - t0;
-    ++window_steps;
-    const std::uint64_t done = step + 1;
+    prog.useful_compute_s += t3 - t0;
+    prog.samples_seen += batch_samples;
+    prog.step = step + 1;
+    const std::uint64_t done = prog.step;
+    if (hooks.kill_rank == rank && hooks.kill_step == done) std::raise(SIGKILL);  // injected fault
 
     const bool log_now = done % config_.log_every == 0 || done == total_steps;
+    const bool eval_now = config_.evaluate && (done % eval_every == 0 || done == total_steps);
     if ((config_.replica_check_every > 0 && done % config_.replica_check_every == 0) || done == total_steps) {
       watchdog.enter("replica check", step);
       check_replicas(comm_, model.parameters(), "parameter", done);
@@ -348,35 +427,38 @@ TrainResults Trainer::run() {
       if (sync_bn || !has_bn) check_replicas(comm_, model.buffers(), "buffer", done);
       watchdog.leave();
     }
-    const bool eval_now = config_.evaluate && (done % eval_every == 0 || done == total_steps);
+    bool stop_now = false;
     if (log_now) {
-      double sums[2] = {window_loss, window_samples};
+      // One small allreduce: the window's loss and samples, and whether a rank got a stop signal.
+      double sums[3] = {prog.window_loss, prog.window_samples, stop_signals.requested() ? 1.0 : 0.0};
       if (world > 1) coll::allreduce_sum(comm_, std::span<double>(sums));
       last_loss = sums[0] / std::max(1.0, sums[1]);
+      stop_now = sums[2] > 0.0 && done < total_steps;
       const double elapsed = now_s() - window_start;
       if (leader) {
         run_dir->append_metrics({{"step", done},
                                  {"epoch", double(done) / double(steps_per_epoch)},
                                  {"loss", last_loss},
                                  {"lr", learning_rate(schedule, step)},
-                                 {"step_s", elapsed / double(window_steps)},
-                                 {"compute_s", window_compute / double(window_steps)},
-                                 {"comm_s", window_comm / double(window_steps)},
+                                 {"step_s", elapsed / double(prog.window_steps)},
+                                 {"compute_s", window_compute / double(prog.window_steps)},
+                                 {"comm_s", window_comm / double(prog.window_steps)},
                                  {"samples_per_s", sums[1] / elapsed},
-                                 {"skipped_steps", results.skipped_steps}});
+                                 {"skipped_steps", prog.skipped_steps}});
       }
-      if (config_.watchdog_s <= 0)  // automatic limit follows the measured step time
-        watchdog.set_limit(std::max(kWatchdogFloorS, 100.0 * train_time / double(done)));
-      window_loss = window_samples = window_compute = window_comm = 0.0;
-      window_steps = 0;
+      prog.window_loss = prog.window_samples = 0.0;
+      prog.window_steps = 0;
+      window_compute = window_comm = 0.0;
       window_start = now_s();
+      if (config_.watchdog_s <= 0)  // automatic limit follows the measured step time
+        watchdog.set_limit(std::max(kWatchdogFloorS, 100.0 * prog.useful_compute_s / double(done)));
     }
     if (eval_now) {
       watchdog.enter("evaluation", step);
       const auto [accuracy, test_loss] = evaluate();
       watchdog.leave();
-      results.final_test_accuracy = accuracy;
-      results.best_test_accuracy = std::max(results.best_test_accuracy, accuracy);
+      results.final_test_accuracy = prog.final_test_accuracy = accuracy;
+      results.best_test_accuracy = prog.best_test_accuracy = std::max(prog.best_test_accuracy, accuracy);
       if (leader) {
         run_dir->append_metrics({{"step", done}, {"test_accuracy", accuracy}, {"test_loss", test_loss},
                                  {"wall_s", now_s() - start}});
@@ -390,18 +472,34 @@ TrainResults Trainer::run() {
       }
       window_start = now_s();  // evaluation time is not step time
     }
+    // Checkpoints: every K steps (or the Young/Daly interval), at a stop signal, at the end.
+    const bool last = done == total_steps || results.target_reached;
+    if (checkpointing && (stop_now || last || (save_every > 0 && done % save_every == 0))) {
+      const double cost = save(stop_now ? "signal" : last ? "end" : "interval");
+      if (auto_interval && (save_cost_used_s == 0.0 || cost > 1.5 * save_cost_used_s || cost < save_cost_used_s / 1.5))
+        plan_interval(cost);  // first save, or the cost drifted: re-plan τ
+      window_start = now_s();  // save time is not step time
+    }
     progress.update(done, fmt::format("loss {:.4f}  lr {:.4g}", last_loss, learning_rate(schedule, step)));
     results.steps = done;
+    if (stop_now) {
+      stopped_by_signal = true;
+      break;
+    }
     if (results.target_reached) break;
   }
   progress.finish();
 
+  results.skipped_steps = prog.skipped_steps;
   results.wall_s = now_s() - start;
-  results.mean_step_s = results.steps > 0 ? train_time / double(results.steps) : 0.0;
+  results.mean_step_s = prog.step > 0 ? prog.useful_compute_s / double(prog.step) : 0.0;
   results.samples_per_s = results.mean_step_s > 0 ? double(global_batch) / results.mean_step_s : 0.0;
   if (leader) {
     manifest["results"] = results.to_json();
     run_dir->write_manifest(manifest);
+    if (stopped_by_signal)
+      say(fmt::format("stopped by a signal at step {}: checkpoint saved; resume with --resume auto --run-dir {}",
+                      results.steps, run_dir_path.string()));
     say(fmt::format("done: {} steps in {:.1f} s, {:.0f} samples/s, test accuracy {:.4f} (best {:.4f}){}",
                     results.steps, results.wall_s, results.samples_per_s, results.final_test_accuracy,
                     results.best_test_accuracy,

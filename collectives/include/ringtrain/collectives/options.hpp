@@ -24,7 +24,9 @@ struct RingOptions {
   // collective); a mismatch raises the same CollectiveError on every rank. Skippable on a hot
   // path whose sizes are known to agree.
   bool check_sizes = true;
-  // Message tag. Two ring collectives in flight at once on one communicator need distinct tags.
+  // Messages of ring step t carry tag + t (t < 2N-2). Two ring collectives in flight at once
+  // on one communicator need tag ranges that do not overlap. The small collectives
+  // (small.hpp) use a tag of their own.
   int tag = 0x52494e;
 };
 

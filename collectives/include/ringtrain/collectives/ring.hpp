@@ -12,7 +12,8 @@
 //            rounds, received chunks *overwrite*); rounds of both are numbered as steps
 //   segment  a chunk travels as messages of at most segment_bytes; segments pipeline: the
 //            segment received in step t is forwarded in step t+1 as soon as it has been added,
-//            without waiting for the rest of its chunk
+//            without waiting for the rest of its chunk (each step has its own message tag, so
+//            the end of reduce-scatter and the start of all-gather overlap too)
 //
 // Worked transfer table, N = 4. Step t: rank r sends chunk (r-t-1) mod 4 to r+1 and receives
 // chunk (r-t-2) mod 4 from r-1.
@@ -26,8 +27,8 @@
 //   AG 1 (t=4)   3    2      0    3      1    0      2    1
 //   AG 2 (t=5)   2    1      3    2      0    3      1    0   -> every rank holds Σ of all
 //
-// Chunk 0, for example: rank 1 sends x1[0] to rank 2, which adds (x1+x2); rank 3 adds x3;
-// rank 0 adds x0 and owns ((x1+x2)+x3)+x0, then passes it on, unchanged, to 1, 2 and 3. The
+// Chunk 0, for example: rank 1 sends its chunk 0 (x1) to rank 2, which adds (x1+x2); rank 3
+// adds x3; rank 0 adds x0 and owns ((x1+x2)+x3)+x0, then passes it on, unchanged, to 1, 2, 3. The
 // summation order is fixed by (N, chunk), so repeated calls are bitwise identical and every
 // rank ends with the same bits.
 //
@@ -36,6 +37,9 @@
 //   t(M) = 2(N-1) α + 2(N-1)/N · M_bytes / B
 // α is the per-round latency, B the per-rank bandwidth; cost_model.hpp fits both. "busbw" =
 // algbw · 2(N-1)/N is the B that the measurement implies if α were zero.
+//
+// Waiting: a rank with nothing to do polls MPI and, between polls, spins or yields its core
+// (wait.hpp), depending on whether ranks outnumber cores.
 //
 // Buffers: a segment received in a reduce-scatter round lands in scratch and is added into
 // the caller's span; an all-gather segment is received straight into the span. The scratch

@@ -8,8 +8,8 @@
 //   ranks >  cores  the rank we wait for may be waiting for *our core*. Spinning (what
 //                   MPICH's own collectives do) burns the time slice that rank needs, so a
 //                   4-byte MPI_Allreduce at N=4 on 2 cores takes ~5 ms. Yielding hands the
-//                   core over at once; after a run of fruitless yields we sleep briefly so a
-//                   rank parked on a core with only waiters lets the scheduler move work.
+//                   core over at once, when the scheduler agrees; when yields come straight
+//                   back (it would not switch) we nap briefly, which lets it run anybody.
 // WaitPolicy::kAuto picks between the two once, from ranks_per_node and the cores this
 // process may run on (sched_getaffinity).
 #pragma once
@@ -24,7 +24,7 @@ namespace ringtrain::collectives {
 enum class WaitPolicy {
   kAuto,   // kSpin if ranks_per_node <= available cores, kYield otherwise
   kSpin,   // poll again immediately
-  kYield,  // sched_yield() between polls; short sleeps after a long fruitless run
+  kYield,  // sched_yield() between polls; a short nap when yields hand the core to nobody
   kSleep,  // nanosleep with exponential backoff between polls (for measurement)
 };
 
@@ -52,6 +52,7 @@ class Waiter {
  private:
   WaitPolicy policy_;
   std::size_t fruitless_polls_ = 0;
+  std::size_t quick_yields_ = 0;
   long sleep_ns_ = 0;
 };
 

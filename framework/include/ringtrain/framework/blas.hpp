@@ -18,6 +18,26 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
 // Threads OpenBLAS may use in this process (DESIGN §4: cores per node / ranks per node).
 void set_threads(int threads);
 int threads();
+
+// Sets OpenBLAS's thread count for the lifetime of the guard and restores the previous count
+// after. A layer that runs its own threads (one per part of the batch) holds
+// ScopedThreads(1) around that parallel region, so each of its threads calls the BLAS
+// single-threaded and the rank never runs more threads than its budget. The setting is
+// process-wide: only valid while no other thread of the process is inside a BLAS call
+// (the framework calls the BLAS from the training thread and from the layers' parts only).
+// OpenBLAS 0.3.21 (pthreads build) takes concurrent calls from several user threads when
+// its own thread count is 1: each call then runs on its caller, with buffers from its
+// locked memory pool.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int previous_;
+};
 // OpenBLAS's own description: version, core type, threading model.
 std::string config();
 // Cores this process may run on (sched_getaffinity), at least 1.

@@ -14,14 +14,23 @@
 //   dcol = Wᵀ · dy_i                      (C·k·k, Ho·Wo), then dx_i = col2im(dcol): the
 //          transpose of im2col, which adds every column entry back to the pixel it came from.
 //
-// Workspace: one sample's column matrix and a zero-bordered copy of one image, planned in
-// plan() and reused for every sample; the hot path allocates nothing. Parameters are
-// initialised like PyTorch: U(±1/sqrt(C·k·k)) for weight and bias.
+// Parallelism: the batch is cut into P contiguous parts of samples, P = the BLAS thread
+// budget of the rank (blas::threads() at plan(), capped by blas::threads() at the call and
+// by n). Part p runs on thread p of a pool planned once, calling the BLAS single-threaded;
+// its partial dW, db go to its own buffers and are summed in part order 0, 1, ..., P-1,
+// so the same thread count gives bitwise the same results run after run.
+//
+// Workspace, per part: one sample's column matrix, a zero-bordered copy of one image, and
+// (parts >= 1) partial dW, db; planned in plan() and reused for every sample, the hot path
+// allocates nothing. Parameters are initialised like PyTorch: U(±1/sqrt(C·k·k)) for weight
+// and bias.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "ringtrain/framework/layer.hpp"
+#include "ringtrain/framework/thread_pool.hpp"
 
 namespace ringtrain {
 
@@ -44,8 +53,25 @@ class Conv2d final : public Layer {
   double forward_flops_per_sample() const override;
 
  private:
-  void im2col(const float* image, float* col);
-  void col2im(const float* col, float* image);
+  // One part's buffers (see "Workspace" above).
+  struct PartWorkspace {
+    std::vector<float> col;          // (C·k·k, Ho·Wo) + slack: one sample's columns, reused
+    std::vector<float> padded;       // (C, H + 2p, W + 2p) + slack: one image, zero border
+    std::vector<float> padded_grad;  // (C, H + 2p, W + 2p): col2im's accumulator (p > 0)
+    std::vector<float> grad_weight;  // (O, C·k·k): this part's dW (parts >= 1 only)
+    std::vector<float> grad_bias;    // (O): this part's db (parts >= 1 only)
+  };
+
+  std::size_t parts_for(std::size_t n) const;
+  // Runs body(part, first_sample, end_sample) for each part of n samples, in parallel.
+  template <typename Body>
+  void for_each_part(std::size_t n, std::size_t parts, Body&& body);
+  void forward_samples(const float* x, float* y, std::size_t begin, std::size_t end,
+                       PartWorkspace& ws);
+  void backward_samples(const float* x, const float* dy, float* dx, std::size_t begin,
+                        std::size_t end, float* grad_weight, float* grad_bias, PartWorkspace& ws);
+  void im2col(const float* image, float* col, float* padded) const;
+  void col2im(const float* col, float* image, float* padded) const;
 
   static constexpr std::size_t kChunk = 8;  // floats per copy in im2col (see conv2d.cpp)
 
@@ -54,9 +80,8 @@ class Conv2d final : public Layer {
   std::size_t patch_ = 0;           // C·k·k: rows of a column matrix
   std::size_t pixels_ = 0;          // Ho·Wo: columns of a column matrix
   bool identity_col_ = false;       // 1x1 kernel, stride 1, no padding: col_i is x_i itself
-  std::vector<float> col_;          // (C·k·k, Ho·Wo) + slack: one sample's columns, reused
-  std::vector<float> padded_;       // (C, H + 2p, W + 2p) + slack: one image, zero border
-  std::vector<float> padded_grad_;  // (C, H + 2p, W + 2p): col2im's accumulator (p > 0)
+  std::vector<PartWorkspace> parts_;  // one per planned thread
+  std::unique_ptr<ThreadPool> pool_;  // null when one thread was planned
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;
 };
 

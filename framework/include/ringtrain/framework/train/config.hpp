@@ -57,6 +57,12 @@ struct TrainConfig {
   bool evaluate = true;  // --no-eval: skip evaluation (tests, speed runs)
   bool quiet = false;    // --quiet: rank 0 prints errors only
 
+  // checkpoints (DESIGN §5): always one at the end; --checkpoint-every adds periodic ones
+  std::string checkpoint_every = "0";  // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
+  double mtbf_s = 0.0;                 // job mean time between failures, for "auto"
+  std::size_t keep = 3;                // newest checkpoints kept
+  std::string resume;                  // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
+
   // safety nets of data-parallel training
   std::uint64_t replica_check_every = 100;  // steps between replica hash checks (and at the end); 0: end only
   std::uint64_t max_nonfinite_steps = 5;    // consecutive skipped (non-finite) steps before giving up
@@ -71,6 +77,10 @@ struct TrainConfig {
     int hang_rank = -1;         // this rank sleeps hang_s before the allreduce of hang_step
     std::uint64_t hang_step = 0;
     double hang_s = 0.0;
+    int kill_rank = -1;         // this rank SIGKILLs itself after completing step kill_step
+    std::uint64_t kill_step = 0;
+    int crash_phase = 0;        // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
+    std::uint64_t crash_step = 0;
   } hooks;
 
   // Throws UsageError naming the flag and value for anything out of range. world_size is

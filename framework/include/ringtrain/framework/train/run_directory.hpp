@@ -4,6 +4,7 @@
 //   metrics.jsonl    one JSON object per logged step or evaluation, appended and flushed
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -20,6 +21,9 @@ class RunDirectory {
   const std::filesystem::path& path() const { return dir_; }
   void write_manifest(const nlohmann::json& manifest) const;
   void append_metrics(const nlohmann::json& record);
+  // A resumed run: drop the records of steps after `step` (the killed attempt logged them,
+  // the resumed one will log them again), so metrics.jsonl reads as one uninterrupted run.
+  void truncate_metrics_after(std::uint64_t step);
 
  private:
   std::filesystem::path dir_;

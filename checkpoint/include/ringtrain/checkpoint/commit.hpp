@@ -1,0 +1,100 @@
+// The atomic commit of a checkpoint (DESIGN §5) and the retention of old ones, as separate
+// steps so that the trainer can put the cross-rank agreement between them. Rank 0 runs them;
+// nothing here is collective. The protocol, in the order the trainer calls it:
+//
+//   1. write_partial  dir/step-00000200.h5.partial, closed and fsynced
+//   2. (trainer)      all ranks agree that the save succeeded
+//   3. commit         rename to dir/step-00000200.h5, fsync dir
+//   4. update_latest  dir/LATEST.tmp <- "step-00000200.h5\n", fsync, rename over LATEST, fsync dir
+//   5. prune          remove committed checkpoints beyond the newest K (never LATEST's target)
+//                     and stray *.partial / LATEST.tmp files
+//
+// A crash between any two steps leaves a directory from which newest_valid() resumes: the
+// last committed checkpoint that verifies. A name is "committed" iff it matches
+// step-<8 or more digits>.h5; nothing else in the directory is ever read as a checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringtrain/checkpoint/file.hpp"
+#include "ringtrain/checkpoint/state_tree.hpp"
+
+namespace ringtrain::checkpoint {
+
+inline constexpr const char* kLatestName = "LATEST";
+
+// "step-00000200.h5" (8 digits, more if the step needs them).
+std::filesystem::path checkpoint_name(std::uint64_t step);
+// The step of a committed checkpoint's file name; nullopt for any other name (incl. *.partial).
+std::optional<std::uint64_t> parse_checkpoint_name(const std::filesystem::path& file_name);
+
+// Step 1. Writes dir/<checkpoint_name(step)>.partial (write_file: closed and fsynced) and
+// returns its path. header.step must equal `step`. Throws CheckpointError.
+// Crash during or after: only a *.partial exists, which no reader trusts; prune removes it.
+std::filesystem::path write_partial(const std::filesystem::path& dir, std::uint64_t step,
+                                    const Header& header, const StateTree& tree);
+
+// Step 3. Renames `partial` (in `dir`, named "*.h5.partial") to its final name and fsyncs
+// `dir`; returns the final path. Throws CheckpointError.
+// Crash before the rename: as after step 1. Crash after the rename but before the directory
+// fsync: the rename may or may not survive; either way the file under either name is whole
+// (it was fsynced before), and LATEST still names the previous checkpoint.
+std::filesystem::path commit(const std::filesystem::path& dir,
+                             const std::filesystem::path& partial);
+
+// Step 4. Points LATEST at `final_name` (a file name in `dir`) atomically: LATEST.tmp is
+// written and fsynced, renamed over LATEST, and `dir` fsynced. Throws CheckpointError.
+// Crash before the rename: LATEST names the previous checkpoint (still present: prune has
+// not run) and LATEST.tmp is a stray file. Crash after: LATEST names the new one.
+void update_latest(const std::filesystem::path& dir, const std::filesystem::path& final_name);
+
+// The checkpoint LATEST names, as dir/<name>; nullopt if LATEST is absent. Throws
+// CheckpointError if LATEST is unreadable, too long or does not hold a checkpoint name.
+std::optional<std::filesystem::path> read_latest(const std::filesystem::path& dir);
+
+// Step 5. Keeps the `keep` newest committed checkpoints (by step) and the one LATEST names;
+// removes the other committed ones, every *.partial and LATEST.tmp. keep >= 1. Returns the
+// removed paths. Throws CheckpointError.
+// Crash midway: some old files remain; the next prune removes them. Removals need no
+// directory fsync: a removal that is undone by a crash leaves a valid old checkpoint.
+std::vector<std::filesystem::path> prune(const std::filesystem::path& dir, std::size_t keep);
+
+// Committed checkpoints in `dir`, newest step first (ignores *.partial, LATEST and any name
+// that does not match the pattern). Empty if `dir` does not exist.
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
+
+// The checkpoint to resume from: LATEST's target if it reads and verifies against
+// `expected` (read_file, all checksums) and its header step matches its name; otherwise each
+// committed checkpoint newest first. Each file that fails is appended to *rejected (if
+// given) as "<file name>: <reason>". nullopt if none verifies.
+std::optional<std::filesystem::path> newest_valid(const std::filesystem::path& dir,
+                                                  const Expected& expected,
+                                                  std::vector<std::string>* rejected = nullptr);
+
+// The same search, keeping what was read, so the trainer reads the chosen file only once.
+struct Loaded {
+  std::filesystem::path path;
+  Header header;
+  StateTree tree;
+};
+std::optional<Loaded> load_newest_valid(const std::filesystem::path& dir, const Expected& expected,
+                                        std::vector<std::string>* rejected = nullptr);
+
+// Test hook for restart tests (the trainer exposes it as a hidden flag): `hook(phase)` is
+// called after each durable step of the protocol so a test can SIGKILL the process there.
+// One hook per process; pass an empty function to remove it. Not thread-safe (rank 0 only).
+enum CrashPhase : int {
+  kAfterPartialWritten = 1,  // write_partial: the .partial is closed and fsynced
+  kAfterRename = 2,          // commit: renamed, directory not yet fsynced
+  kAfterDirectorySync = 3,   // commit: directory fsynced
+  kAfterLatest = 4,          // update_latest: LATEST renamed and directory fsynced
+  kDuringPrune = 5,          // prune: after each removed file
+};
+void set_crash_hook(std::function<void(int phase)> hook);
+
+}  // namespace ringtrain::checkpoint

@@ -1,0 +1,110 @@
+// One checkpoint file: a StateTree and a Header in HDF5 (DESIGN §5). Rank 0 writes and reads
+// it with the serial HDF5 library, on one thread; nothing here is collective.
+//
+// Layout, as h5dump shows it:
+//
+//   /                         attributes: format "ringtrain-checkpoint", version 1 (int32),
+//                             step, epoch (uint64), world_size (int32), config (JSON string)
+//   /model                    group (likewise /optimizer /schedule /data /rng /progress, all
+//                             six always present, possibly empty)
+//   /model/layers.0.linear|weight   dataset float32 LE (1024, 784), attribute xxh3 (uint64)
+//
+// Entry names map to HDF5 one-to-one: each entry is ONE dataset directly in its group, whose
+// link name is the entry name with every '/' replaced by '|' (entry names never contain '|').
+// So "/model/layers.0.linear/weight" is the dataset "/model/layers.0.linear|weight", and
+// h5py reads it as f["model"]["layers.0.linear|weight"].
+//
+// Datasets: float32 arrays are IEEE F32LE, contiguous, unfiltered; int64/uint64/float64
+// scalars are STD_I64LE/STD_U64LE/IEEE_F64LE with a scalar dataspace, compact; strings are
+// fixed-length (null-padded, UTF-8) scalars. xxh3 = XXH3_64bits of the value's little-endian
+// bytes (a string's bytes, without padding). Files use the HDF5 1.8 object formats, whose
+// metadata (superblock v2, object headers v2, heaps, B-trees) carries HDF5's own checksums,
+// so a flipped bit anywhere in the file is caught by HDF5 or by xxh3.
+//
+// Reading treats the file as untrusted input (HDF5 is not hardened against crafted files):
+// the file must start with the HDF5 signature; format name and version are checked first;
+// only expected paths are opened, and only through hard links held once (no soft, external
+// or shared hard links); datasets must be contiguous or compact with no filters and no
+// external storage; dtype, rank and shape are compared with the expectation and the stored
+// size with the file size BEFORE anything is allocated or read; any missing, extra or
+// mistyped object is refused; every checksum is verified. Tests forge object headers with
+// valid HDF5 checksums (tests/checkpoint/crafted_test.cpp): these checks, not HDF5's, catch
+// overflowing dims and data placed beyond the end of the file.
+//
+// Known HDF5 1.10.8 defect: an object header that fails HDF5's own checksum leaks one
+// internal struct (HDFGroup/hdf5#3790, fixed in 1.14.4), and at exit HDF5 prints "HDF5:
+// infinite loop closing library". Harmless (bounded, once per process); the read is refused
+// as it should be.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringtrain/checkpoint/state_tree.hpp"
+#include "ringtrain/checkpoint/version.hpp"
+
+namespace ringtrain::checkpoint {
+
+// The root attributes.
+struct Header {
+  std::string format = kFormatName;
+  int version = kFormatVersion;
+  std::uint64_t step = 0;  // optimizer steps completed
+  std::uint64_t epoch = 0;
+  int world_size = 1;              // ranks that wrote the state
+  std::string config_json = "{}";  // the resolved run configuration
+};
+
+// "layers.0.linear/weight" -> "layers.0.linear|weight" (the dataset's link name).
+std::string hdf5_link_name(std::string_view entry_name);
+// (kModel, "layers.0.linear/weight") -> "/model/layers.0.linear|weight".
+std::string hdf5_path(Group group, std::string_view entry_name);
+
+// Creates (truncating) `path` and writes `header` and every entry of `tree`; closes the file
+// and fsyncs it before returning. The header must carry kFormatName and kFormatVersion and
+// world_size >= 1. Throws CheckpointError naming the file on any failure; a failed write may
+// leave a partial file behind (commit.hpp writes to *.partial for that reason).
+void write_file(const std::filesystem::path& path, const Header& header, const StateTree& tree);
+
+// Reads exactly the entries of `expected` and nothing else, after all the checks above.
+// Returns a tree in `expected`'s order; fills *header_out if given. Throws CheckpointError
+// "<path>: <what>: <reason>" on the first problem found; nothing is returned on failure.
+StateTree read_file(const std::filesystem::path& path, const Expected& expected,
+                    Header* header_out = nullptr);
+
+// Checks the signature, format name and version and returns the root attributes. Does not
+// look at the groups. Throws CheckpointError.
+Header read_header(const std::filesystem::path& path);
+
+struct EntryInfo {
+  Group group;
+  std::string name;  // entry name ("layers.0.linear/weight")
+  Kind kind;
+  Dims shape;           // arrays; empty otherwise
+  std::uint64_t bytes;  // payload bytes
+  std::uint64_t xxh3;   // the stored checksum
+  std::string value;    // scalars: the value as text; strings: the text, cut to 60 bytes
+};
+
+struct VerifyResult {
+  Header header;
+  std::vector<EntryInfo> entries;  // per group in kAllGroups order, then creation order
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t file_bytes = 0;
+};
+
+// Structure and checksums without an expectation (`ringtrain inspect --verify`): the same
+// rules as read_file, with every dataset's kind taken from its dtype; array data is streamed
+// through the checksum in blocks (memory stays bounded whatever the file declares).
+// Throws CheckpointError on the first problem.
+VerifyResult verify_file(const std::filesystem::path& path);
+
+// A human-readable summary for `ringtrain inspect`: header, then per group the entries with
+// kind, shape, size (and scalar values). Checks the structure like verify_file and verifies
+// the small entries (scalars, strings) but does not read array data. Throws CheckpointError.
+std::string describe_file(const std::filesystem::path& path);
+
+}  // namespace ringtrain::checkpoint

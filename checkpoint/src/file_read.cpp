@@ -1,0 +1,145 @@
+// read_file: exactly the entries a caller expects, from an untrusted file. For each entry:
+// examine (links, layout, filters, dtype, dataspace), compare kind and shape with the
+// expectation, check the stored size against the file, then allocate from the EXPECTED
+// shape, read, and verify the xxh3 checksum. read_header: steps 1-3 of reader.hpp only.
+#include <variant>
+
+#include "format.hpp"
+#include "reader.hpp"
+
+namespace ringtrain::checkpoint {
+
+using detail::CheckedFile;
+using detail::DatasetFacts;
+using detail::Datatype;
+
+namespace {
+
+// Rejects unless the file's dtype and dataspace are those of `expected`.
+void compare(const CheckedFile& file, const DatasetFacts& facts, const ExpectedEntry& expected) {
+  const std::string& p = facts.path;
+  if (facts.kind != expected.kind)
+    file.reject(p + ": dtype " + facts.dtype_text + " in file, expected " +
+                detail::stored_type_name(expected.kind) + " (" +
+                std::string(kind_name(expected.kind)) + ")");
+  if (expected.kind != Kind::kFloat32Array) {
+    if (!facts.scalar_space)
+      file.reject(p + ": shape " + to_string(facts.shape) + " in file, expected a scalar");
+    return;
+  }
+  if (facts.shape.size() != expected.shape.size())
+    file.reject(p + ": rank " + std::to_string(facts.shape.size()) + ", shape " +
+                to_string(facts.shape) + " in file, expected rank " +
+                std::to_string(expected.shape.size()) + ", shape " + to_string(expected.shape));
+  if (facts.shape != expected.shape)
+    file.reject(p + ": shape " + to_string(facts.shape) + " in file, expected " +
+                to_string(expected.shape));
+}
+
+template <typename T>
+T read_scalar(const CheckedFile& file, const DatasetFacts& facts, hid_t memory_type) {
+  T value{};
+  facts.dataset.read(Datatype::predefined(memory_type), &value);
+  file.check_checksum(facts, detail::xxh3_of_scalar(value));
+  return value;
+}
+
+}  // namespace
+
+namespace detail {
+
+void read_value(const CheckedFile& file, const DatasetFacts& facts, Kind kind, Group group,
+                const std::string& name, StateTree& tree) {
+  switch (kind) {
+    case Kind::kFloat32Array: {
+      std::vector<float> values(*checked_num_elements(facts.shape));
+      if (!values.empty())
+        facts.dataset.read(Datatype::predefined(H5T_NATIVE_FLOAT), values.data());
+      file.check_checksum(facts, xxh3(values.data(), values.size() * sizeof(float)));
+      tree.put_array(group, name, facts.shape, std::move(values));
+      return;
+    }
+    case Kind::kInt64:
+      return tree.put_i64(group, name, read_scalar<std::int64_t>(file, facts, H5T_NATIVE_INT64));
+    case Kind::kUInt64:
+      return tree.put_u64(group, name, read_scalar<std::uint64_t>(file, facts, H5T_NATIVE_UINT64));
+    case Kind::kFloat64:
+      return tree.put_f64(group, name, read_scalar<double>(file, facts, H5T_NATIVE_DOUBLE));
+    case Kind::kString: {
+      std::string text(facts.type.size(), '\0');
+      facts.dataset.read(facts.type, text.data());
+      text = strip_padding(std::move(text));
+      file.check_checksum(facts, xxh3(text.data(), text.size()));
+      return tree.put_string(group, name, std::move(text));
+    }
+  }
+}
+
+}  // namespace detail
+
+StateTree read_file(const std::filesystem::path& path, const Expected& expected,
+                    Header* header_out) {
+  const detail::QuietErrors quiet;
+  std::string where;
+  try {
+    CheckedFile file(path, where);
+    file.check_root();
+
+    // Structure first: every expected link present, nothing else in any group.
+    for (Group g : kAllGroups) {
+      const detail::GroupHandle& group = file.group(g);
+      where = group_path(g);
+      std::size_t wanted = 0;
+      for (const ExpectedEntry& entry : expected.entries()) {
+        if (entry.group != g) continue;
+        ++wanted;
+        if (!group.link_exists(hdf5_link_name(entry.name))) {
+          const std::uint64_t held = group.link_count();
+          file.reject(entry_path(g, entry.name) + ": missing" +
+                      (held == 0 ? std::string{}
+                                 : " (" + where + " holds " + std::to_string(held) +
+                                       " objects; a checkpoint of another model?)"));
+        }
+      }
+      const std::uint64_t held = group.link_count();
+      if (held > wanted) {
+        // wanted + 1 links include at least one that is not expected.
+        for (const detail::LinkInfo& link : group.links(H5_INDEX_NAME, wanted + 1, nullptr)) {
+          std::string name = link.name;
+          for (char& c : name)
+            if (c == detail::kLinkSeparator) c = '/';
+          if (expected.find(g, name) == nullptr || hdf5_link_name(name) != link.name)
+            file.reject("unexpected object " + where + "/" + detail::printable(link.name) + " (" +
+                        where + " holds " + std::to_string(held) + " objects, " +
+                        std::to_string(wanted) + " expected)");
+        }
+      }
+    }
+
+    // Then each entry: describe, compare, size-check, read, verify.
+    StateTree tree;
+    for (const ExpectedEntry& entry : expected.entries()) {
+      const DatasetFacts facts = file.examine(entry.group, entry.name);
+      compare(file, facts, entry);
+      file.check_storage(facts, entry.kind);
+      detail::read_value(file, facts, entry.kind, entry.group, entry.name, tree);
+    }
+    if (header_out != nullptr) *header_out = file.header();
+    return tree;
+  } catch (const detail::Hdf5Error& error) {
+    throw detail::hdf5_failure(path, where, error);
+  }
+}
+
+Header read_header(const std::filesystem::path& path) {
+  const detail::QuietErrors quiet;
+  std::string where;
+  try {
+    const CheckedFile file(path, where);
+    return file.header();
+  } catch (const detail::Hdf5Error& error) {
+    throw detail::hdf5_failure(path, where, error);
+  }
+}
+
+}  // namespace ringtrain::checkpoint

@@ -1,0 +1,176 @@
+// Writing one checkpoint file: root attributes (the Header), the six groups, one dataset per
+// entry with its xxh3 attribute; then close and fsync (HDF5 never fsyncs). Rank 0 only, one
+// thread. The layout is documented in file.hpp.
+#include <variant>
+
+#include "format.hpp"
+#include "hdf5_handle.hpp"
+#include "posix_io.hpp"
+#include "ringtrain/checkpoint/error.hpp"
+#include "ringtrain/checkpoint/file.hpp"
+
+namespace ringtrain::checkpoint {
+
+using detail::Attribute;
+using detail::Dataset;
+using detail::Dataspace;
+using detail::Datatype;
+using detail::File;
+using detail::GroupHandle;
+using detail::PropertyList;
+
+std::string hdf5_link_name(std::string_view entry_name) {
+  std::string link(entry_name);
+  for (char& c : link)
+    if (c == '/') c = detail::kLinkSeparator;
+  return link;
+}
+
+std::string hdf5_path(Group group, std::string_view entry_name) {
+  return group_path(group) + "/" + hdf5_link_name(entry_name);
+}
+
+namespace {
+
+// A string as a fixed-length HDF5 string; HDF5 cannot have a 0-byte type, so "" is one NUL.
+std::string padded(const std::string& text) {
+  return text.empty() ? std::string(1, '\0') : text;
+}
+
+void write_scalar_attribute(hid_t object, const char* name, hid_t file_type, hid_t memory_type,
+                            const void* value) {
+  Attribute attribute =
+      Attribute::create(object, name, Datatype::predefined(file_type), Dataspace::scalar());
+  attribute.write(Datatype::predefined(memory_type), value);
+}
+
+void write_string_attribute(hid_t object, const char* name, const std::string& text) {
+  const std::string bytes = padded(text);
+  const Datatype type = Datatype::fixed_string(bytes.size());
+  Attribute attribute = Attribute::create(object, name, type, Dataspace::scalar());
+  attribute.write(type, bytes.data());
+}
+
+void write_header(const GroupHandle& root, const Header& header) {
+  write_string_attribute(root.id(), detail::kFormatAttribute, header.format);
+  const std::int32_t version = header.version;
+  write_scalar_attribute(root.id(), detail::kVersionAttribute, H5T_STD_I32LE, H5T_NATIVE_INT32,
+                         &version);
+  write_scalar_attribute(root.id(), detail::kStepAttribute, H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                         &header.step);
+  write_scalar_attribute(root.id(), detail::kEpochAttribute, H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                         &header.epoch);
+  const std::int32_t world_size = header.world_size;
+  write_scalar_attribute(root.id(), detail::kWorldSizeAttribute, H5T_STD_I32LE, H5T_NATIVE_INT32,
+                         &world_size);
+  write_string_attribute(root.id(), detail::kConfigAttribute, header.config_json);
+}
+
+PropertyList dataset_creation(H5D_layout_t layout) {
+  PropertyList creation = PropertyList::create(H5P_DATASET_CREATE);
+  creation.set_layout(layout);
+  creation.set_fill_time(H5D_FILL_TIME_NEVER);  // every byte is written anyway
+  return creation;
+}
+
+void write_checksum(const Dataset& dataset, std::uint64_t checksum) {
+  write_scalar_attribute(dataset.id(), detail::kChecksumAttribute, H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                         &checksum);
+}
+
+void write_array(GroupHandle& group, const std::string& link, const FloatArray& array) {
+  const Dataspace space =
+      array.shape.empty() ? Dataspace::scalar() : Dataspace::simple(array.shape);
+  Dataset dataset = group.create_dataset(link, Datatype::predefined(H5T_IEEE_F32LE), space,
+                                         dataset_creation(H5D_CONTIGUOUS));
+  // A zero-element dataset has nothing to write (and HDF5 rejects a null buffer).
+  if (!array.values.empty())
+    dataset.write(Datatype::predefined(H5T_NATIVE_FLOAT), array.values.data());
+  write_checksum(dataset, detail::xxh3(array.values.data(), array.values.size() * sizeof(float)));
+}
+
+template <typename T>
+void write_scalar(GroupHandle& group, const std::string& link, hid_t file_type, hid_t memory_type,
+                  T value) {
+  Dataset dataset = group.create_dataset(link, Datatype::predefined(file_type), Dataspace::scalar(),
+                                         dataset_creation(H5D_COMPACT));
+  dataset.write(Datatype::predefined(memory_type), &value);
+  write_checksum(dataset, detail::xxh3_of_scalar(value));
+}
+
+void write_string(GroupHandle& group, const std::string& link, const std::string& text) {
+  const std::string bytes = padded(text);
+  const Datatype type = Datatype::fixed_string(bytes.size());
+  const H5D_layout_t layout =
+      bytes.size() <= detail::kCompactStringMaxBytes ? H5D_COMPACT : H5D_CONTIGUOUS;
+  Dataset dataset = group.create_dataset(link, type, Dataspace::scalar(), dataset_creation(layout));
+  dataset.write(type, bytes.data());
+  write_checksum(dataset, detail::xxh3(text.data(), text.size()));
+}
+
+void write_entry(GroupHandle& group, const Entry& entry) {
+  const std::string link = hdf5_link_name(entry.name);
+  switch (entry.kind()) {
+    case Kind::kFloat32Array:
+      return write_array(group, link, std::get<FloatArray>(entry.value));
+    case Kind::kInt64:
+      return write_scalar(group, link, H5T_STD_I64LE, H5T_NATIVE_INT64,
+                          std::get<std::int64_t>(entry.value));
+    case Kind::kUInt64:
+      return write_scalar(group, link, H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                          std::get<std::uint64_t>(entry.value));
+    case Kind::kFloat64:
+      return write_scalar(group, link, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                          std::get<double>(entry.value));
+    case Kind::kString:
+      return write_string(group, link, std::get<std::string>(entry.value));
+  }
+}
+
+void check_header(const std::filesystem::path& path, const Header& header) {
+  if (header.format != kFormatName || header.version != kFormatVersion)
+    throw CheckpointError(path, "refusing to write format '" + header.format + "' version " +
+                                    std::to_string(header.version) + "; this build writes '" +
+                                    kFormatName + "' version " + std::to_string(kFormatVersion));
+  if (header.world_size < 1)
+    throw CheckpointError(path, "world_size " + std::to_string(header.world_size) + " < 1");
+  if (header.config_json.find('\0') != std::string::npos ||
+      header.config_json.size() > kMaxStringBytes)
+    throw CheckpointError(
+        path, "config holds a NUL byte or exceeds " + std::to_string(kMaxStringBytes) + " bytes");
+}
+
+}  // namespace
+
+void write_file(const std::filesystem::path& path, const Header& header, const StateTree& tree) {
+  check_header(path, header);
+  const detail::QuietErrors quiet;
+  std::string where = "creating the file";
+  try {
+    File file = File::create(path);
+    {
+      GroupHandle root = file.root();
+      where = "writing the root attributes";
+      write_header(root, header);
+      // Creation order is tracked so that inspect lists entries in the order they were put.
+      PropertyList group_creation = PropertyList::create(H5P_GROUP_CREATE);
+      group_creation.set_link_creation_order(H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+      std::vector<GroupHandle> groups;
+      for (Group g : kAllGroups) {
+        where = "creating group /" + std::string(group_name(g));
+        groups.push_back(root.create_group(std::string(group_name(g)), group_creation));
+      }
+      for (const Entry& entry : tree.entries()) {
+        where = "writing " + entry_path(entry.group, entry.name);
+        write_entry(groups[static_cast<std::size_t>(entry.group)], entry);
+      }
+    }  // every group and dataset is closed here, before the file
+    where = "closing the file";
+    file.close("H5Fclose");
+  } catch (const detail::Hdf5Error& error) {
+    throw CheckpointError(path, where + ": " + error.what(), error.stack());
+  }
+  detail::fsync_file(path);
+}
+
+}  // namespace ringtrain::checkpoint

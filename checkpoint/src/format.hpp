@@ -1,0 +1,56 @@
+// The constants of the checkpoint file format (file.hpp describes it) shared by the writer
+// and the reader, and the checksum of an entry's value. Private to the checkpoint module.
+#pragma once
+
+#include <xxhash.h>
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace ringtrain::checkpoint::detail {
+
+// The checksum is over little-endian bytes; on a little-endian host those are the bytes in
+// memory. A big-endian port would byte-swap here and in the reader.
+static_assert(std::endian::native == std::endian::little, "checksums assume a little-endian host");
+
+inline constexpr const char* kChecksumAttribute = "xxh3";
+// Root attributes, in the order they are written.
+inline constexpr const char* kFormatAttribute = "format";
+inline constexpr const char* kVersionAttribute = "version";
+inline constexpr const char* kStepAttribute = "step";
+inline constexpr const char* kEpochAttribute = "epoch";
+inline constexpr const char* kWorldSizeAttribute = "world_size";
+inline constexpr const char* kConfigAttribute = "config";
+inline constexpr std::uint64_t kRootAttributeCount = 6;
+
+// '/' in an entry name becomes this in the HDF5 link name.
+inline constexpr char kLinkSeparator = '|';
+// Strings up to this size are stored compact (inside the object header), larger ones
+// contiguous. Compact data is limited to 64 KiB by the format.
+inline constexpr std::size_t kCompactStringMaxBytes = std::size_t{32} << 10;
+// The format name attribute is short; anything longer is not ours.
+inline constexpr std::size_t kMaxFormatNameBytes = 256;
+
+// We write superblock v2 and object header v2 (HDF5 1.8 formats, checksummed metadata);
+// older, unchecksummed formats are refused by the reader.
+inline constexpr unsigned kMinSuperblockVersion = 2;
+inline constexpr unsigned kMinObjectHeaderVersion = 2;
+// verify_file lists at most this many objects per group.
+inline constexpr std::size_t kMaxEntriesPerGroup = std::size_t{1} << 20;
+
+inline std::uint64_t xxh3(const void* data, std::size_t bytes) {
+  return XXH3_64bits(data, bytes);
+}
+
+template <typename T>
+std::uint64_t xxh3_of_scalar(T value) {
+  static_assert(sizeof(T) == 8);
+  unsigned char bytes[8];
+  std::memcpy(bytes, &value, 8);
+  return xxh3(bytes, 8);
+}
+
+}  // namespace ringtrain::checkpoint::detail

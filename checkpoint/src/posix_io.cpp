@@ -1,0 +1,121 @@
+// fsync, small synced files and positioned reads, with errno turned into CheckpointError.
+#include "posix_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "ringtrain/checkpoint/error.hpp"
+
+namespace ringtrain::checkpoint::detail {
+namespace {
+
+[[noreturn]] void fail_errno(const std::filesystem::path& path, const std::string& what) {
+  const int error = errno;
+  throw CheckpointError(path, what + ": " + std::strerror(error));
+}
+
+// Owns one descriptor for the duration of a function.
+class Descriptor {
+ public:
+  Descriptor(const std::filesystem::path& path, int flags, mode_t mode = 0)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+    if (fd_ < 0) fail_errno(path, "cannot open");
+  }
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int fd() const { return fd_; }
+  // close() reports deferred write errors on some file systems: check it when writing.
+  void close(const std::filesystem::path& path) {
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) fail_errno(path, "close failed");
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+void fsync_file(const std::filesystem::path& path) {
+  Descriptor file(path, O_RDONLY);
+  if (::fsync(file.fd()) != 0) fail_errno(path, "fsync failed");
+  file.close(path);
+}
+
+void fsync_directory(const std::filesystem::path& dir) {
+  Descriptor directory(dir, O_RDONLY | O_DIRECTORY);
+  if (::fsync(directory.fd()) != 0) fail_errno(dir, "fsync of the directory failed");
+}
+
+void write_synced(const std::filesystem::path& path, std::string_view content) {
+  Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(file.fd(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno(path, "write failed");
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(file.fd()) != 0) fail_errno(path, "fsync failed");
+  file.close(path);
+}
+
+std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
+  Descriptor file(path, O_RDONLY);
+  std::string content(max_bytes + 1, '\0');
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::read(file.fd(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno(path, "read failed");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  if (done > max_bytes)
+    throw CheckpointError(path, "longer than " + std::to_string(max_bytes) + " bytes");
+  content.resize(done);
+  return content;
+}
+
+ReadOnlyFile::ReadOnlyFile(const std::filesystem::path& path)
+    : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (fd_ < 0) fail_errno(path, "cannot open");
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+std::uint64_t ReadOnlyFile::size() const {
+  struct stat info {};
+  if (::fstat(fd_, &info) != 0) fail_errno(path_, "fstat failed");
+  return static_cast<std::uint64_t>(info.st_size);
+}
+
+void ReadOnlyFile::read_at(std::uint64_t offset, std::span<std::byte> out) const {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n =
+        ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno(path_, "read failed");
+    if (n == 0)
+      throw CheckpointError(path_, "file ends at byte " + std::to_string(offset + done) +
+                                       ", data extends to byte " +
+                                       std::to_string(offset + out.size()) + " (truncated?)");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace ringtrain::checkpoint::detail

@@ -1,0 +1,45 @@
+// The POSIX file operations HDF5 does not do for us: fsync of a file and of a directory
+// (HDF5 never fsyncs, RECIPES.md), small synced text files (LATEST), and positioned reads for
+// streaming a dataset's raw bytes through a checksum without holding them all in memory.
+// Every failure is a CheckpointError naming the path and the errno text.
+// Private to the checkpoint module.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ringtrain::checkpoint::detail {
+
+// open(O_RDONLY) + fsync + close: the file's data and metadata are on stable storage.
+void fsync_file(const std::filesystem::path& path);
+// open(O_RDONLY | O_DIRECTORY) + fsync + close: renames and creations inside are durable.
+void fsync_directory(const std::filesystem::path& dir);
+// Creates or truncates `path`, writes `content`, fsyncs, closes.
+void write_synced(const std::filesystem::path& path, std::string_view content);
+// The whole file if it is at most max_bytes long; throws otherwise.
+std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes);
+
+// A read-only file descriptor (RAII, move-only) for positioned reads.
+class ReadOnlyFile {
+ public:
+  explicit ReadOnlyFile(const std::filesystem::path& path);
+  ~ReadOnlyFile();
+  ReadOnlyFile(ReadOnlyFile&& other) noexcept;
+  ReadOnlyFile& operator=(ReadOnlyFile&&) = delete;
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  std::uint64_t size() const;  // fstat
+  // Fills `out` from byte `offset`; throws if the file ends first.
+  void read_at(std::uint64_t offset, std::span<std::byte> out) const;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+}  // namespace ringtrain::checkpoint::detail

@@ -1,0 +1,52 @@
+// Checkpointer: the collective side of checkpoints — who writes, when ranks agree, what a
+// resume loads. The file format and the commit steps are checkpoint/'s (DESIGN §5).
+//
+// save(), on every rank (collective):
+//   1. rank 0 captures the state and writes step-XXXXXXXX.h5.partial, fsynced
+//   2. all ranks agree that the write succeeded (one allreduce)     a failed write: no commit
+//   3. rank 0 renames it to step-XXXXXXXX.h5 and fsyncs the folder   crash before: .partial ignored
+//   4. rank 0 moves LATEST to it (temp file + rename + fsync)        crash before: LATEST is old
+//   5. rank 0 prunes beyond the newest K                             crash during: files stay valid
+// resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
+// file), then the ranks agree on the step they loaded (MIN/MAX allreduce): all or none resume.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/checkpoint/file.hpp"
+#include "ringtrain/framework/train/training_state.hpp"
+
+namespace ringtrain {
+
+class Checkpointer {
+ public:
+  // dir: <run-dir>/checkpoints (created by rank 0). keep: newest K checkpoints kept.
+  Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
+               std::string config_json);
+
+  // Collective. Returns the seconds the save blocked this rank (the save cost C).
+  // Throws AgreedError on every rank if rank 0 could not write.
+  double save(const TrainingState& state, std::uint64_t epoch);
+
+  // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the
+  // loaded path, or nullopt if "auto" found none (a fresh start). Every rejected file is
+  // reported through `report` with its name and reason (rank 0 only). Throws AgreedError if
+  // an explicit file fails or the ranks loaded different steps.
+  std::optional<std::filesystem::path> resume(const TrainingState& state, const std::string& what,
+                                              const std::function<void(const std::string&)>& report);
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  const collectives::Communicator& comm_;
+  std::filesystem::path dir_;
+  std::size_t keep_;
+  std::string config_json_;
+};
+
+}  // namespace ringtrain

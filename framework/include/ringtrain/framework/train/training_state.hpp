@@ -1,0 +1,54 @@
+// The training state as a checkpoint state tree (DESIGN §5), and back.
+//
+//   /model       parameters by name ("layers.0.linear/weight"), buffers ("layers.1.batchnorm/running_mean")
+//   /optimizer   "<state>/<parameter>" per optimizer state tensor ("momentum/layers.0.linear/weight"),
+//                "step_count", "describe"
+//   /schedule    "step" (the schedule is a pure function of config and step), "describe"
+//   /data        sampler "seed", "epoch", "position"
+//   /rng         "seed", "generator": all randomness is counter-based, keyed by the seed
+//   /progress    step, samples seen, useful compute seconds, skip counters, best accuracy,
+//                and the open metrics window (so the resumed run logs the same losses)
+//
+// Restoring every entry makes a resumed run continue the same computation bitwise.
+#pragma once
+
+#include <cstdint>
+
+#include "ringtrain/checkpoint/state_tree.hpp"
+#include "ringtrain/framework/data/sampler.hpp"
+#include "ringtrain/framework/optim/optimizer.hpp"
+#include "ringtrain/framework/sequential.hpp"
+
+namespace ringtrain {
+
+// Counters of the training loop that a checkpoint must carry.
+struct TrainingProgress {
+  std::uint64_t step = 0;          // optimizer steps completed (skipped ones included)
+  std::uint64_t samples_seen = 0;
+  double useful_compute_s = 0.0;   // time spent in steps that this state contains
+  std::uint64_t skipped_steps = 0;
+  std::uint64_t nonfinite_in_a_row = 0;
+  double best_test_accuracy = 0.0;
+  double final_test_accuracy = 0.0;
+  // The metrics window open at the save: losses of steps since the last metrics line.
+  double window_loss = 0.0;
+  double window_samples = 0.0;
+  std::uint64_t window_steps = 0;
+};
+
+// Borrowed views of everything that makes up a training state.
+struct TrainingState {
+  Sequential& model;
+  Optimizer& optimizer;
+  data::GlobalSampler& sampler;
+  TrainingProgress& progress;
+  std::uint64_t seed;
+};
+
+checkpoint::StateTree capture(const TrainingState& state);
+
+// Overwrites the state from a tree that was read against the schema of capture(state)
+// (checkpoint::Expected::of), so every entry exists with the right shape.
+void restore(const checkpoint::StateTree& tree, const TrainingState& state);
+
+}  // namespace ringtrain

@@ -1,0 +1,100 @@
+// Collective save and resume (see checkpointer.hpp for the protocol).
+#include "ringtrain/framework/train/checkpointer.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/checkpoint/error.hpp"
+#include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/error.hpp"
+
+namespace ringtrain {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// True on every rank iff `ok` on every rank (one small allreduce).
+bool all_agree(const collectives::Communicator& comm, bool ok) {
+  double failures[1] = {ok ? 0.0 : 1.0};
+  collectives::allreduce_sum(comm, std::span<double>(failures));
+  return failures[0] == 0.0;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir,
+                           std::size_t keep, std::string config_json)
+    : comm_(comm), dir_(std::move(dir)), keep_(keep), config_json_(std::move(config_json)) {
+  if (comm_.rank() == 0) std::filesystem::create_directories(dir_);
+}
+
+double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
+  const double start = now_s();
+  const bool writer = comm_.rank() == 0;
+  std::filesystem::path partial;
+  std::string error;
+  if (writer) {
+    try {
+      checkpoint::Header header;
+      header.step = state.progress.step;
+      header.epoch = epoch;
+      header.world_size = comm_.size();
+      header.config_json = config_json_;
+      partial = checkpoint::write_partial(dir_, state.progress.step, header, capture(state));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!all_agree(comm_, error.empty()))
+    throw AgreedError(fmt::format("checkpoint at step {} failed on rank 0: {}", state.progress.step,
+                                  error.empty() ? "see its message" : error));
+  if (writer) {
+    const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
+    checkpoint::update_latest(dir_, final_path.filename());
+    checkpoint::prune(dir_, keep_);
+  }
+  return now_s() - start;
+}
+
+std::optional<std::filesystem::path> Checkpointer::resume(
+    const TrainingState& state, const std::string& what,
+    const std::function<void(const std::string&)>& report) {
+  const checkpoint::Expected expected = checkpoint::Expected::of(capture(state));
+  std::optional<checkpoint::Loaded> loaded;
+  std::string error;
+  try {
+    if (what == "auto") {
+      std::vector<std::string> rejected;
+      if (std::filesystem::exists(dir_)) loaded = checkpoint::load_newest_valid(dir_, expected, &rejected);
+      if (comm_.rank() == 0)
+        for (const std::string& r : rejected) report("skipping checkpoint " + r);
+    } else {
+      checkpoint::Loaded l;
+      l.path = what;
+      l.tree = checkpoint::read_file(what, expected, &l.header);
+      loaded = std::move(l);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!all_agree(comm_, error.empty()))
+    throw AgreedError(error.empty() ? "resume failed on another rank (see its message)"
+                                    : "cannot resume: " + error);
+  // All ranks must continue from the same step (or all start fresh: step 0 = none found).
+  const std::uint64_t step = loaded ? loaded->header.step + 1 : 0;  // +1: step 0 is a real step
+  std::uint64_t lo = 0, hi = 0;
+  collectives::allreduce_min_max(comm_, step, lo, hi);
+  if (lo != hi)
+    throw AgreedError(fmt::format("ranks found different checkpoints to resume from (steps {} to {}): "
+                                  "is {} the same folder on every node?", lo == 0 ? 0 : lo - 1,
+                                  hi - 1, dir_.string()));
+  if (!loaded) return std::nullopt;
+  restore(loaded->tree, state);
+  return loaded->path;
+}
+
+}  // namespace ringtrain

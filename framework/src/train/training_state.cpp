@@ -1,0 +1,99 @@
+// Capture and restore of the training state (see training_state.hpp for the layout).
+#include "ringtrain/framework/train/training_state.hpp"
+
+#include <algorithm>
+
+namespace ringtrain {
+namespace {
+
+using checkpoint::Group;
+
+checkpoint::Dims dims_of(const Shape& shape) { return checkpoint::Dims(shape.begin(), shape.end()); }
+
+void put_store(checkpoint::StateTree& tree, const ParameterStore& store) {
+  for (std::size_t p = 0; p < store.count(); ++p) {
+    const ParameterEntry& e = store.entry(p);
+    tree.put_array(Group::kModel, e.name, dims_of(e.shape), store.values().subspan(e.offset, e.size));
+  }
+}
+
+void get_store(const checkpoint::StateTree& tree, ParameterStore& store) {
+  for (std::size_t p = 0; p < store.count(); ++p) {
+    const ParameterEntry& e = store.entry(p);
+    const auto values = tree.array(Group::kModel, e.name, dims_of(e.shape));
+    std::copy(values.begin(), values.end(), store.value(p).begin());
+  }
+}
+
+}  // namespace
+
+checkpoint::StateTree capture(const TrainingState& s) {
+  checkpoint::StateTree tree;
+  const ParameterStore& params = s.model.parameters();
+  put_store(tree, params);
+  put_store(tree, s.model.buffers());
+
+  // Optimizer state tensors are parallel to the flat parameter buffer: one entry per
+  // (state, parameter), named so h5dump shows which tensor is which.
+  for (const OptimizerStateView& view : s.optimizer.state())
+    for (const ParameterEntry& e : params.entries())
+      tree.put_array(Group::kOptimizer, view.name + "/" + e.name, dims_of(e.shape),
+                     view.values.subspan(e.offset, e.size));
+  tree.put_u64(Group::kOptimizer, "step_count", s.optimizer.step_count());
+  tree.put_string(Group::kOptimizer, "describe", s.optimizer.describe());
+
+  tree.put_u64(Group::kSchedule, "step", s.progress.step);
+
+  const data::SamplerState sampler = s.sampler.state();
+  tree.put_u64(Group::kData, "seed", sampler.seed);
+  tree.put_u64(Group::kData, "epoch", sampler.epoch);
+  tree.put_u64(Group::kData, "position", sampler.position);
+  tree.put_u64(Group::kData, "dataset_size", s.sampler.dataset_size());
+  tree.put_u64(Group::kData, "global_batch", s.sampler.global_batch());
+
+  tree.put_u64(Group::kRng, "seed", s.seed);
+  tree.put_string(Group::kRng, "generator",
+                  "counter-based: splitmix64 finaliser over (seed, stream, key words); no hidden state");
+
+  const TrainingProgress& p = s.progress;
+  tree.put_u64(Group::kProgress, "step", p.step);
+  tree.put_u64(Group::kProgress, "samples_seen", p.samples_seen);
+  tree.put_f64(Group::kProgress, "useful_compute_s", p.useful_compute_s);
+  tree.put_u64(Group::kProgress, "skipped_steps", p.skipped_steps);
+  tree.put_u64(Group::kProgress, "nonfinite_in_a_row", p.nonfinite_in_a_row);
+  tree.put_f64(Group::kProgress, "best_test_accuracy", p.best_test_accuracy);
+  tree.put_f64(Group::kProgress, "final_test_accuracy", p.final_test_accuracy);
+  tree.put_f64(Group::kProgress, "window_loss", p.window_loss);
+  tree.put_f64(Group::kProgress, "window_samples", p.window_samples);
+  tree.put_u64(Group::kProgress, "window_steps", p.window_steps);
+  return tree;
+}
+
+void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
+  ParameterStore& params = s.model.parameters();
+  get_store(tree, params);
+  get_store(tree, s.model.buffers());
+  for (const OptimizerStateView& view : s.optimizer.state())
+    for (const ParameterEntry& e : params.entries()) {
+      const auto values = tree.array(Group::kOptimizer, view.name + "/" + e.name, dims_of(e.shape));
+      std::copy(values.begin(), values.end(), view.values.begin() + std::ptrdiff_t(e.offset));
+    }
+  s.optimizer.set_step_count(tree.u64(Group::kOptimizer, "step_count"));
+
+  s.sampler.restore({tree.u64(Group::kData, "seed"), tree.u64(Group::kData, "epoch"),
+                     tree.u64(Group::kData, "position")});
+
+  TrainingProgress& p = s.progress;
+  p.step = tree.u64(Group::kProgress, "step");
+  p.samples_seen = tree.u64(Group::kProgress, "samples_seen");
+  p.useful_compute_s = tree.f64(Group::kProgress, "useful_compute_s");
+  p.skipped_steps = tree.u64(Group::kProgress, "skipped_steps");
+  p.nonfinite_in_a_row = tree.u64(Group::kProgress, "nonfinite_in_a_row");
+  p.best_test_accuracy = tree.f64(Group::kProgress, "best_test_accuracy");
+  p.final_test_accuracy = tree.f64(Group::kProgress, "final_test_accuracy");
+  p.window_loss = tree.f64(Group::kProgress, "window_loss");
+  p.window_samples = tree.f64(Group::kProgress, "window_samples");
+  p.window_steps = tree.u64(Group::kProgress, "window_steps");
+}
+
+}  // namespace ringtrain
