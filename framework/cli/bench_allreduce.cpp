@@ -383,7 +383,7 @@ void add_bench_allreduce(CLI::App& bench, Runner& run) {
   sub->add_option("--sizes", settings->sizes,
                   "comma-separated sizes in bytes, e.g. 4,64K,1M (default 4 B .. 64 MiB, x2)")
       ->delimiter(',');
-  sub->add_option("--warmup", settings->warmup, "untimed calls per size and implementation (at least 1)")
+  sub->add_option("--warmup", settings->warmup, "untimed calls per size and implementation")
       ->capture_default_str();
   sub->add_option("--min-repeats", settings->min_repeats, "fewest timed samples per size")
       ->capture_default_str();

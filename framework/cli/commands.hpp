@@ -16,6 +16,8 @@ using Runner = std::function<int()>;
 // Each registers its subcommand (and flags) on `parent` and stores in `run` the function
 // main calls when that subcommand was chosen.
 void add_train(CLI::App& app, Runner& run);
+// `ringtrain inspect FILE [--verify] [--compare OTHER --rtol R]` (inspect_command.cpp)
+void add_inspect(CLI::App& app, Runner& run);
 // `ringtrain bench allreduce ...` (bench_allreduce.cpp): registers itself on the `bench`
 // subcommand that main creates.
 void add_bench_allreduce(CLI::App& bench, Runner& run);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", RINGTRAIN_VERSION);
   ringtrain::cli::Runner run;
   ringtrain::cli::add_train(app, run);
+  ringtrain::cli::add_inspect(app, run);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks that print ratios against a peer");
   bench->require_subcommand(1);
   ringtrain::cli::add_bench_allreduce(*bench, run);
