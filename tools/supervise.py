@@ -24,7 +24,10 @@ Ledger (default RUN/restarts.jsonl, appended to): one JSON line per attempt, wri
 next attempt has started its training (or when supervision ends), with
   attempt, start_s, end_s          seconds since the supervisor started (launch, process exit)
   exit_status, timed_out, finished, extra_args
-  step_restored    step of the checkpoint named by checkpoints/LATEST before the launch (0: none)
+  step_restored    step of the checkpoint named by checkpoints/LATEST before the launch (0: none).
+                   ringtrain itself may restore another one: an older file if LATEST's fails to
+                   verify, or, with no LATEST at all, the newest file that verifies (a crash
+                   between the rename and LATEST of the first save leaves step-K.h5 unnamed).
   step_reached     the last "step" in metrics.jsonl after the attempt (read before the next
                    attempt truncates it), or LATEST's step if larger (a save whose record was
                    never written). A lower bound on the work done: steps completed after the

@@ -307,6 +307,7 @@ TrainResults Trainer::run() {
       if (leader) run_dir->truncate_metrics_after(state_progress.step);
     } else {
       say("no checkpoint to resume from in " + checkpointer.dir().string() + ": starting at step 0");
+      if (leader) run_dir->truncate_metrics_after(0);  // an attempt killed before its first save
     }
   }
   TrainingProgress& prog = state_progress;
@@ -345,6 +346,7 @@ TrainResults Trainer::run() {
   StopSignals stop_signals;
 
   TrainResults results;
+  results.steps = prog.step;  // a resume of a finished run has nothing left to do
   results.best_test_accuracy = prog.best_test_accuracy;
   results.final_test_accuracy = prog.final_test_accuracy;
   Progress progress(out, total_steps, config_.log_every, leader && !config_.quiet);
