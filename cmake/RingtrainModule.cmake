@@ -19,6 +19,11 @@ function(ringtrain_add_module)
   target_link_libraries(${M_NAME} PUBLIC ${M_DEPS} PRIVATE ${M_PRIVATE_DEPS} $<BUILD_INTERFACE:ringtrain_flags>)
   target_compile_definitions(${M_NAME} PRIVATE RINGTRAIN_VERSION="${PROJECT_VERSION}"
     RINGTRAIN_SOURCE_REVISION="${RINGTRAIN_SOURCE_REVISION}")
+  if(RINGTRAIN_SANITIZE)
+    # Instrumented objects call the sanitizer runtimes: whoever links this library (also a
+    # program built against the installed package) must link them too.
+    target_link_options(${M_NAME} INTERFACE -fsanitize=address,undefined)
+  endif()
   install(TARGETS ${M_NAME} EXPORT ringtrainTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
