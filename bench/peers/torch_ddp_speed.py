@@ -97,6 +97,7 @@ def launch(args):
                                       text=True))
     deadline = time.monotonic() + args.timeout
     failed = None
+    rank0_done = None
     while True:
         codes = [p.poll() for p in procs]
         if any(c not in (None, 0) for c in codes):
@@ -104,16 +105,22 @@ def launch(args):
             break
         if all(c == 0 for c in codes):
             break
+        if codes[0] == 0:
+            # Rank 0 hosts the rendezvous store: once it has printed and left, a worker still
+            # in gloo's shutdown can spin forever. Its measurements are complete: end it.
+            rank0_done = rank0_done or time.monotonic()
+            if time.monotonic() - rank0_done > 5.0:
+                break
         if time.monotonic() > deadline:
             failed = "timed out after %.0f s" % args.timeout
             break
         time.sleep(0.05)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait()
     if failed:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        for p in procs:
-            p.wait()
         print("torch_ddp_speed: %s (model %s)" % (failed, args.model), file=sys.stderr)
         return 124 if failed.startswith("timed out") else 1
     out = procs[0].stdout.read()
@@ -196,9 +203,10 @@ def worker(args):
             "bucket_cap_mb": 25,
             "parameters": sum(p.numel() for p in model.parameters()),
             "torch_version": torch.__version__}), flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    # Every rank has finished its timed steps (the last all_reduce above). Leave without
+    # gloo's teardown, which can hang when rank 0 (the store's host) is gone first.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
