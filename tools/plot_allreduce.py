@@ -86,16 +86,50 @@ def plot_one(doc, time_ax, ratio_ax):
         ax.set_xticklabels([human(b) for b in ticks], rotation=45, fontsize=7)
 
 
+def markdown_table(doc):
+    """The measured rows of one run as a markdown table, with the fit under it."""
+    n = doc["world_size"]
+    mpi = {r["bytes"]: r for r in doc["rows"] if r["impl"] == "mpi"}
+    lines = [f"N = {n}: single-core memcpy {doc['memcpy_Bps'] / 1e9:.2f} GB/s "
+             f"({human(doc['memcpy_bytes'])}, same run)", "",
+             "| size | ring ms | MPI ms | ring / MPI | ring busbw GB/s | MPI busbw GB/s "
+             "| ring busbw / memcpy | model ms | residual |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    residuals = {r["bytes"]: r for r in doc["fit"].get("residuals", [])}
+    for r in (r for r in doc["rows"] if r["impl"] == "ring"):
+        m = mpi[r["bytes"]]
+        fit = residuals.get(r["bytes"])
+        model = f"{fit['predicted_s'] * 1e3:.4f}" if fit else "-"
+        resid = f"{fit['residual'] * 100:+.0f}%" if fit else "-"
+        lines.append(f"| {human(r['bytes'])} | {r['median_s'] * 1e3:.4f} | {m['median_s'] * 1e3:.4f} "
+                     f"| {r['median_s'] / m['median_s']:.3f} | {r['busbw_GBps']:.2f} "
+                     f"| {m['busbw_GBps']:.2f} | {r['busbw_GBps'] * 1e9 / doc['memcpy_Bps'] * 100:.0f}% "
+                     f"| {model} | {resid} |")
+    lines.append("")
+    for k, g in enumerate(doc["fit"].get("regimes", [])):
+        bw = g["bandwidth_Bps"]
+        lines.append(f"- fit regime {k + 1}: {human(g['from_bytes'])} .. {human(g['to_bytes'])}: "
+                     f"α = {g['alpha_s'] * 1e6:.3g} µs, "
+                     f"B = {'∞' if bw is None else f'{bw / 1e9:.3g} GB/s'}")
+    lines.append(f"- {doc['fit'].get('note', '')}")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", nargs="+", help="files written by ringtrain bench allreduce --json")
     parser.add_argument("-o", "--output", default="allreduce.png", help="PNG to write")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print a markdown table per file (for the README)")
     args = parser.parse_args()
 
     docs = []
     for path in args.json:
         with open(path) as f:
             docs.append(json.load(f))
+    if args.markdown:
+        for doc in docs:
+            print(markdown_table(doc))
     fig, axes = plt.subplots(2, len(docs), figsize=(6.5 * len(docs), 8),
                              gridspec_kw={"height_ratios": [3, 1]}, squeeze=False)
     for k, doc in enumerate(docs):

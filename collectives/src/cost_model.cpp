@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 
 namespace ringtrain::collectives {
@@ -88,7 +89,8 @@ std::string bytes_text(double bytes) {
 
 }  // namespace
 
-CostFit fit_cost_model(std::span<const Sample> samples, int N, double split_threshold) {
+CostFit fit_cost_model(std::span<const Sample> samples, int N, double split_threshold,
+                       std::size_t max_regimes) {
   CostFit fit;
   if (N < 2 || samples.empty()) {
     fit.note = N < 2 ? "N = 1: nothing crosses the wire, no model to fit" : "no samples";
@@ -110,21 +112,45 @@ CostFit fit_cost_model(std::span<const Sample> samples, int N, double split_thre
         std::abs(predict_seconds(fit.single, N, s.bytes) - s.seconds) / s.seconds);
   fit.regimes = {Regime{all.front().bytes, all.back().bytes, fit.single}};
 
-  if (fit.single_max_residual > split_threshold && all.size() >= 6) {
-    const double single_error = squared_error(all, fit.single, N);
-    double best_error = single_error / 2;  // a split must at least halve the error
-    std::size_t best = 0;
-    for (std::size_t k = 3; k + 3 <= all.size(); ++k) {
-      if (all[k - 1].bytes == all[k].bytes) continue;  // never split one size in two
-      const auto low = all.first(k), high = all.subspan(k);
-      const double e = squared_error(low, fit_alpha_beta(low, N), N) +
-                       squared_error(high, fit_alpha_beta(high, N), N);
-      if (e < best_error) best_error = e, best = k;
+  if (fit.single_max_residual > split_threshold) {
+    // Optimal cut of the sorted samples into k contiguous runs of >= kMinRun samples,
+    // by dynamic programming over cut points:
+    //   best[k][j] = min over i of best[k-1][i] + error of one fit to samples [i, j)
+    // k + 1 regimes replace k only if they at least halve the squared error.
+    const std::size_t n = all.size();
+    constexpr std::size_t kMinRun = 3;
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    auto run_error = [&](std::size_t i, std::size_t j) {
+      if (j - i < kMinRun) return kNone;
+      if (i > 0 && all[i - 1].bytes == all[i].bytes) return kNone;  // never split one size
+      const auto run = all.subspan(i, j - i);
+      return squared_error(run, fit_alpha_beta(run, N), N);
+    };
+    std::vector<std::vector<double>> best(max_regimes + 1, std::vector<double>(n + 1, kNone));
+    std::vector<std::vector<std::size_t>> cut(max_regimes + 1, std::vector<std::size_t>(n + 1, 0));
+    best[0][0] = 0;
+    for (std::size_t k = 1; k <= max_regimes; ++k)
+      for (std::size_t j = 1; j <= n; ++j)
+        for (std::size_t i = 0; i < j; ++i) {
+          if (best[k - 1][i] == kNone) continue;
+          const double e = best[k - 1][i] + run_error(i, j);
+          if (e < best[k][j]) best[k][j] = e, cut[k][j] = i;
+        }
+    std::size_t chosen = 1;
+    for (std::size_t k = 2; k <= max_regimes; ++k) {
+      if (best[k][n] == kNone || best[k][n] > best[chosen][n] / 2) break;
+      chosen = k;
     }
-    if (best > 0) {
-      const auto low = all.first(best), high = all.subspan(best);
-      fit.regimes = {Regime{low.front().bytes, low.back().bytes, fit_alpha_beta(low, N)},
-                     Regime{high.front().bytes, high.back().bytes, fit_alpha_beta(high, N)}};
+    if (chosen > 1) {
+      std::vector<Regime> regimes;
+      for (std::size_t k = chosen, j = n; k > 0; --k) {
+        const std::size_t i = cut[k][j];
+        const auto run = all.subspan(i, j - i);
+        regimes.insert(regimes.begin(),
+                       Regime{run.front().bytes, run.back().bytes, fit_alpha_beta(run, N)});
+        j = i;
+      }
+      fit.regimes = std::move(regimes);
       fit.split = true;
     }
   }
@@ -146,11 +172,12 @@ CostFit fit_cost_model(std::span<const Sample> samples, int N, double split_thre
                "; largest residual " + worst + ")";
   } else {
     fit.note = "one alpha-B pair cannot explain all sizes (largest residual " +
-               std::string(worst) + "), so each regime is fitted: " +
-               bytes_text(fit.regimes[0].from_bytes) + " .. " +
-               bytes_text(fit.regimes[0].to_bytes) + ": " + describe(fit.regimes[0].model) +
-               "; " + bytes_text(fit.regimes[1].from_bytes) + " .. " +
-               bytes_text(fit.regimes[1].to_bytes) + ": " + describe(fit.regimes[1].model);
+               std::string(worst) + "), so each of " + std::to_string(fit.regimes.size()) +
+               " regimes is fitted:";
+    for (const Regime& r : fit.regimes)
+      fit.note += " " + bytes_text(r.from_bytes) + " .. " + bytes_text(r.to_bytes) + ": " +
+                  describe(r.model) + ";";
+    fit.note.pop_back();
   }
   return fit;
 }

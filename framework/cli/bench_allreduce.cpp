@@ -3,7 +3,7 @@
 //
 // For each size (4 B .. 64 MiB by default): warm-up calls of both, then `repeats` samples in
 // which the ring and MPI_Allreduce alternate (which goes first alternates too). A sample is a
-// barrier and then a batch of back-to-back calls (doubled until it lasts 2 ms), timed
+// barrier and then a batch of back-to-back calls (doubled until it lasts 10 ms), timed
 // on every rank; its time per call is the slowest rank's batch time over the batch length,
 // and a size's time is the median over samples. (Batches, as in nccl-tests and OSU: with 4
 // ranks on 2 cores a single call after a barrier mostly measures how late the scheduler lets
@@ -35,7 +35,7 @@ namespace {
 
 namespace coll = ringtrain::collectives;
 
-constexpr double kBatchSeconds = 2e-3;  // a timed sample lasts at least this long
+constexpr double kBatchSeconds = 10e-3;  // a timed sample lasts at least this long
 constexpr int kMaxBatch = 1024;         // ... or has this many calls
 
 struct Settings {

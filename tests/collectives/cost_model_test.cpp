@@ -66,6 +66,21 @@ TEST_CASE("two regimes (a protocol switch at 32 KiB) are found and fitted separa
   CHECK(fit.note.find("cannot explain") != std::string::npos);
 }
 
+TEST_CASE("three regimes (protocol switch, then data leaving the cache) are found") {
+  const AlphaBeta eager{1e-6, 5e9}, cached{10e-6, 14e9}, dram{0, 4e9};
+  auto samples = synthetic(eager, 2, 4, 16384);                     // 7 sizes
+  for (const Sample& s : synthetic(cached, 2, 65536, 4 << 20)) samples.push_back(s);  // 6
+  for (const Sample& s : synthetic(dram, 2, 16 << 20, 256 << 20)) samples.push_back(s);  // 3
+  const CostFit fit = fit_cost_model(samples, 2);
+  REQUIRE(fit.regimes.size() == 3);
+  CHECK(fit.regimes[1].from_bytes == 65536);
+  CHECK(fit.regimes[2].from_bytes == 16 << 20);
+  CHECK(fit.regimes[2].model.bandwidth_Bps == Approx(dram.bandwidth_Bps).epsilon(1e-6));
+  for (double r : fit.residuals) CHECK(std::abs(r) < 1e-6);
+  // Capped at two regimes, the best two-way cut is kept.
+  CHECK(fit_cost_model(samples, 2, 0.25, 2).regimes.size() == 2);
+}
+
 TEST_CASE("bounds: a fit that wants a negative alpha is pinned at alpha = 0") {
   // Pure bandwidth with a fake negative latency would make the free fit negative.
   std::vector<Sample> samples;

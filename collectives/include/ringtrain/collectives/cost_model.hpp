@@ -5,8 +5,8 @@
 // α is the fixed cost of one round (latency, matching, wake-up), B the bandwidth of one rank
 // (bytes per second). Fitting minimises the *relative* error Σ ((t_model - t)/t)², so 4-byte
 // and 64 MiB points weigh the same. A transport that changes protocol at some size (MPICH/UCX
-// switch from eager to rendezvous near 32 KiB here) is not one α-B pair: fit_cost_model then
-// splits the sizes into two regimes, fits each, and says so.
+// switch from eager to rendezvous near 32 KiB here), or data that stops fitting in cache, is
+// not one α-B pair: fit_cost_model then cuts the sizes into regimes, fits each, and says so.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +41,7 @@ struct Regime {
 
 struct CostFit {
   AlphaBeta single;              // one pair for every size
-  std::vector<Regime> regimes;   // one, or two when one pair cannot explain all sizes
+  std::vector<Regime> regimes;   // one, or more when one pair cannot explain all sizes
   std::vector<double> predicted_s;  // per sample, from its regime's model
   std::vector<double> residuals;    // per sample: (predicted - measured) / measured
   double single_max_residual = 0;   // max |residual| of the single fit
@@ -49,10 +49,12 @@ struct CostFit {
   std::string note;  // one human sentence: what was fitted and why
 };
 
-// Fits the single model; if its largest relative residual exceeds `split_threshold`, tries
-// every split of the size-sorted samples into two runs of >= 3 samples and keeps the best one
-// if it at least halves the squared error. Samples may come in any order; outputs follow the
-// input order. N = 1 (nothing to model) gives an empty fit with a note.
-CostFit fit_cost_model(std::span<const Sample> samples, int N, double split_threshold = 0.25);
+// Fits the single model; if its largest relative residual exceeds `split_threshold`, cuts
+// the size-sorted samples into up to `max_regimes` runs of >= 3 samples (the best cut for
+// each count), taking one more regime only while that at least halves the squared error.
+// Samples may come in any order; outputs follow the input order. N = 1 (nothing to model)
+// gives an empty fit with a note.
+CostFit fit_cost_model(std::span<const Sample> samples, int N, double split_threshold = 0.25,
+                       std::size_t max_regimes = 3);
 
 }  // namespace ringtrain::collectives

@@ -1,8 +1,9 @@
 // RingTransfer: the ring's state machine, one collective call in progress. The blocking calls
 // of ring.hpp and AsyncAllreduce (async.hpp) drive it; ring.hpp's essay explains the
-// algorithm, schedule.hpp the arithmetic. It owns its scratch (segments_in_flight segments,
-// for the reduce-scatter receives) and request slots; they grow on the first call and are
-// reused, so a caller that keeps one RingTransfer allocates nothing on the hot path.
+// algorithm, schedule.hpp the arithmetic. It owns its scratch (2 · segments_in_flight
+// segments, for the reduce-scatter receives of two steps) and request slots; they grow on the
+// first call and are reused, so a caller that keeps one RingTransfer allocates nothing on the
+// hot path.
 #pragma once
 
 #include <mpi.h>
