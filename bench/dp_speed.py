@@ -179,6 +179,23 @@ def run_ours(args, model, ranks, keep_dir):
     return rec
 
 
+def blas_kernels(args):
+    """The OpenBLAS kernels ringtrain runs with here (from a one-step run's manifest). When
+    ringtrain had to choose them (OpenBLAS took the CPU for an older one, see blas.hpp), the
+    same OPENBLAS_CORETYPE is exported to every contender, so PyTorch gets the same kernels."""
+    run_dir = tempfile.mkdtemp(prefix="dp_speed-probe-")
+    try:
+        subprocess.run([args.ringtrain, "train", "--steps", "1", "--no-eval", "--quiet",
+                        "--run-dir", run_dir], check=True, capture_output=True, timeout=120)
+        with open(os.path.join(run_dir, "manifest.json")) as f:
+            report = json.load(f).get("blas_kernels", "unknown")
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if "set by ringtrain" in report and "OPENBLAS_CORETYPE" not in os.environ:
+        os.environ["OPENBLAS_CORETYPE"] = report.split()[2]
+    return report
+
+
 def run_ddp(args, model):
     cmd = [TORCH_PYTHON, DDP_PEER, "--model", model, "--world-size", "2", "--threads", "1",
            "--global-batch", str(args.global_batch), "--timeout", str(args.timeout - 10)]
@@ -215,10 +232,13 @@ def main():
         deadline = time.monotonic() + args.wait_quiet
         while load1() >= 1.0 and time.monotonic() < deadline:
             time.sleep(10)
+    kernels = blas_kernels(args)
     print("dp_speed: %s, %d cores, load %s at start, ringtrain %s (sha256 %s), overlap flag %s"
           % (started.strftime("%Y-%m-%d %H:%M:%S %Z"), os.cpu_count(),
              open("/proc/loadavg").read().split()[:3], args.ringtrain, binary_sha,
              "present" if has_overlap else "absent (all-reduce after backward)"), flush=True)
+    print("dp_speed: %s; every contender runs with OPENBLAS_CORETYPE=%s"
+          % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)")), flush=True)
     if load1() > 1.0:
         print("dp_speed: WARNING: 1-minute load %.2f > 1 at start: other work shares the 2 cores"
               % load1(), flush=True)
@@ -372,7 +392,8 @@ def main():
                        "cores": os.cpu_count(), "rounds": args.rounds,
                        "global_batch": args.global_batch, "steps": args.steps,
                        "ringtrain": args.ringtrain, "ringtrain_sha256_16": binary_sha,
-                       "ringtrain_overlap_flag": has_overlap,
+                       "ringtrain_overlap_flag": has_overlap, "blas_kernels": kernels,
+                       "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
                        "max_others": args.max_others, "retries": args.retries,
                        "disturbed_runs": len(disturbed), "failures": failures,
                        "summary": summary, "runs": runs}, f, indent=1)

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -112,6 +113,8 @@ double torch_samples_per_s(const std::string& script, const std::string& model, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The right OpenBLAS kernels for this CPU, for us and (inherited environment) the peer.
+  blas::reexec_with_better_core(argv);
   CLI::App app{"ringtrain training speed next to PyTorch and the sgemm limit"};
   std::string models_arg = "mlp,cnn", threads_arg = "1,2", peer = "bench/peers/torch_train_speed.py", json_path;
   std::size_t batch = 128;
@@ -137,6 +140,8 @@ int main(int argc, char** argv) {
   };
   std::printf("batch %zu, SGD momentum 0.9, random data; medians of %d repeats x %d steps\n", batch,
               repeats, steps);
+  std::printf("%s; the PyTorch peer inherits OPENBLAS_CORETYPE=%s\n", blas::core_report().c_str(),
+              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   std::printf("%-5s %3s %10s %10s %7s %9s %11s %8s  %s\n", "model", "thr", "ours/s", "torch/s",
               "ratio", "sgemm GF", "limit/s", "of limit", "fwd / bwd / update ms");
   nlohmann::json rows = nlohmann::json::array();

@@ -14,9 +14,13 @@
 #include "commands.hpp"
 #include "config_file.hpp"
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 
 int main(int argc, char** argv) {
+  // Before MPI and threads: OpenBLAS may have loaded generic kernels for a CPU it does not
+  // know; this re-executes the program with the right OPENBLAS_CORETYPE (blas.hpp).
+  ringtrain::blas::reexec_with_better_core(argv);
   ringtrain::collectives::Environment mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

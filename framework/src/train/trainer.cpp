@@ -207,6 +207,7 @@ TrainResults Trainer::run() {
                                                      : (world > 1 ? "per rank (local batch only)"
                                                                   : "global (one process)")}};
     manifest["blas_threads"] = threads;
+    manifest["blas_kernels"] = blas::core_report();
     manifest["cores_per_node"] = cores;
     manifest["ranks_per_node"] = comm_.ranks_per_node();
     manifest["optimizer"] = optimizer->describe();
@@ -241,6 +242,7 @@ TrainResults Trainer::run() {
 
     say(fmt::format("ringtrain: {} on {} rank(s), {} BLAS thread(s) per rank ({} cores, {} ranks on this node)",
                     config_.model, world, threads, cores, comm_.ranks_per_node()));
+    say("  " + blas::core_report());
     say(fmt::format("  data {}: {} train / {} test samples", data_dir, train.size(), test.size()));
     say(fmt::format("  global batch {} = local batches {}", global_batch, fmt::join(local_batches, "+")));
     say(fmt::format("  reduction {}", describe(reduction)));

@@ -40,6 +40,26 @@ class ScopedThreads {
 };
 // OpenBLAS's own description: version, core type, threading model.
 std::string config();
+
+// Kernel choice. OpenBLAS picks its kernels once, when the library loads, from the CPU model
+// number. A CPU newer than the library gets generic kernels: OpenBLAS 0.3.21 (bookworm) does
+// not know family 6 model 207 (Xeon, Emerald Rapids) and runs it as "Prescott" (SSE3), a
+// 1024³ sgemm at 33 GFLOP/s instead of 131 with the AVX-512 "SkylakeX" kernels. The only
+// remedy is the environment variable OPENBLAS_CORETYPE, read when the library loads.
+//
+// The kernel family OpenBLAS loaded ("SkylakeX", "Haswell", "Prescott", ...).
+std::string core_name();
+// The OPENBLAS_CORETYPE that this CPU's instruction set supports ("SkylakeX" with AVX-512,
+// "Haswell" with AVX2+FMA) when the loaded kernels are of a weaker family; else empty.
+std::string better_core_type();
+// Call first in main, before MPI_Init and before any thread starts. When better_core_type()
+// is not empty and OPENBLAS_CORETYPE is unset, sets it and re-executes the program in place
+// (execv of /proc/self/exe: same pid, arguments, environment otherwise and open files, so
+// mpiexec and srun see the same process), and OpenBLAS loads the right kernels. Returns
+// normally when nothing is to be done, when RINGTRAIN_BLAS_CORETYPE=keep, or if exec fails.
+void reexec_with_better_core(char** argv);
+// One line for start-up banners: the core in use and, when ringtrain chose it, why.
+std::string core_report();
 // Cores this process may run on (sched_getaffinity), at least 1.
 int available_cores();
 
