@@ -345,6 +345,30 @@ int run_bench(const Settings& settings) {
                "({:.2f} GB/s, same run)\n",
                human(static_cast<double>(last.bytes)), busbw / 1e9, 100 * busbw / memcpy_Bps,
                human(static_cast<double>(memcpy_bytes)), memcpy_Bps / 1e9);
+
+    // Memory traffic, the floor under any ring built on MPI messages once the data no longer
+    // fits in cache (smaller sizes run faster than this estimate). With one copy per
+    // message, a rank moves 7(N-1)/N · M bytes through memory: in each of the N-1
+    // reduce-scatter rounds 2·M/N to copy the received chunk (read + write) and 3·M/N to add
+    // it into place (read both, write one); in each all-gather round 2·M/N to copy. N ranks
+    // do this at once on min(N, cores) cores, each core moving 2 × memcpy bytes per second.
+    // At N = 2 that is 1.75 × the traffic of a copy (busbw at most 57 % of memcpy).
+    const int cores = std::min(N, coll::available_cores());
+    auto traffic_s = [&](std::size_t bytes) {
+      return 7.0 * (N - 1) * static_cast<double>(bytes) / (2.0 * cores * memcpy_Bps);
+    };
+    fmt::print("\nmemory traffic: 7(N-1)/N x M bytes per rank, {} rank(s) on {} core(s) at {:.2f} GB/s "
+               "memcpy each\n  (the 64 MiB copy speed: sizes that stay in cache beat it); MPI / traffic: the most any "
+               "ring could gain over MPI_Allreduce where memory is the limit\n",
+               N, cores, memcpy_Bps / 1e9);
+    fmt::print("{:>10} {:>12} {:>12} {:>14} {:>13}\n", "size", "ring ms", "traffic ms",
+               "ring / traffic", "MPI / traffic");
+    for (std::size_t i = 0; i + 1 < rows.size(); i += 2) {
+      if (rows[i].bytes < (1u << 20)) continue;
+      const double t = traffic_s(rows[i].bytes);
+      fmt::print("{:>10} {:>12.4f} {:>12.4f} {:>14.2f} {:>12.2f}x\n", human(static_cast<double>(rows[i].bytes)),
+                 rows[i].median_s * 1e3, t * 1e3, rows[i].median_s / t, rows[i + 1].median_s / t);
+    }
   }
 
   if (leader && !settings.json_path.empty()) {
