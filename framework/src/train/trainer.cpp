@@ -246,9 +246,10 @@ TrainResults Trainer::run() {
     say(fmt::format("  data {}: {} train / {} test samples", data_dir, train.size(), test.size()));
     say(fmt::format("  global batch {} = local batches {}", global_batch, fmt::join(local_batches, "+")));
     say(fmt::format("  reduction {}", describe(reduction)));
-    if (reduction == Reduction::kMeanOfMeans)
-      say("  WARNING: --reduction mean-of-means divides by the number of ranks, not by the samples: "
-          "with unequal local batches the update is not the global batch's gradient");
+    if (reduction == Reduction::kMeanOfMeans)  // on stderr, also with --quiet: it is a wrong update
+      std::fprintf(stderr, "ringtrain: WARNING: --reduction mean-of-means divides by the number of ranks, "
+                           "not by the samples: with unequal local batches the update is not the global "
+                           "batch's gradient (1 sample with mean gradient 2 and 3 with mean 6 give 4, not 5)\n");
     if (has_bn)
       say(fmt::format("  batch norm statistics: {}", manifest["batch_norm"]["statistics"].get<std::string>()));
     say(fmt::format("  optimizer {}, {}", optimizer->describe(), config_.describe_schedule(total_steps)));
