@@ -14,7 +14,11 @@
 #   a rank killed (SIGKILL) -> requeued as a failure; at MAX_RESTARTS -> exit 1, no requeue
 set -u
 template=$1 ringtrain=$2 mpiexec=$3 launch=$4
-work=$(mktemp -d); trap 'kill "$job" 2>/dev/null; rm -rf "$work"' EXIT
+# Each attempt runs in its own session, so that a failing check ends the whole job (the
+# batch shell, the launcher, the ranks) and nothing outlives the test.
+job=""
+end_job() { [[ -n $job ]] && kill -KILL -- "-$job" 2>/dev/null; }
+work=$(mktemp -d); trap 'end_job; rm -rf "$work"' EXIT
 cd "$work" || exit 1
 fail() { echo "FAIL: $*"; for f in batch-*.out run/logs/*.log ref.log; do [[ -f $f ]] && { echo "--- $f"; tail -8 "$f"; }; done; exit 1; }
 mkdir bin
@@ -45,7 +49,7 @@ export SLURM_TASKS_PER_NODE=2 SLURM_JOB_NUM_NODES=1
 unset SLURM_RESTART_COUNT
 args=(--mlp-hidden 64 --global-batch 32 --no-eval --log-every 5)
 
-bash "$template" "${args[@]}" --steps 1000000 >batch-0.out 2>&1 &
+setsid bash "$template" "${args[@]}" --steps 1000000 >batch-0.out 2>&1 &
 job=$!
 for _ in $(seq 600); do  # bounded (60 s) wait until training is under way
   grep -q '"loss"' run/metrics.jsonl 2>/dev/null && break
@@ -55,6 +59,7 @@ done
 grep -q '"loss"' run/metrics.jsonl 2>/dev/null || fail "attempt 0: no training progress within 60 s"
 kill -USR1 "$job"
 wait "$job"
+end_job; job=""  # anything of attempt 0 still running is a leak: end it
 log0=run/logs/slurm-4242.restart-0.log
 [[ -f $log0 ]] || fail "no $log0 (the restart count belongs in the log name)"
 step=$(grep -o 'stopped by a signal at step [0-9]*' "$log0" | grep -o '[0-9]*$')
