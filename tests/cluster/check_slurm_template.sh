@@ -12,6 +12,8 @@
 #     slurm-<job>.restart-1.log, is not requeued, and its final checkpoint is bitwise equal
 #     to an uninterrupted run of N+20 steps
 #   a rank killed (SIGKILL) -> requeued as a failure; at MAX_RESTARTS -> exit 1, no requeue
+#   ranks that print "done:" and then hang (as in MPI_Finalize) -> ended after
+#     FINALIZE_GRACE_S, counted as finished, not requeued
 set -u
 template=$1 ringtrain=$2 mpiexec=$3 launch=$4
 # Each attempt runs in its own session, so that a failing check ends the whole job (the
@@ -96,6 +98,15 @@ RUN_DIR=$work/crash SLURM_RESTART_COUNT=3 MAX_RESTARTS=3 bash "$template" "${arg
   "${kill_args[@]}" >batch-last.out 2>&1 && fail "a failed last attempt exited 0"
 grep -q "not requeueing" batch-last.out || fail "the last attempt did not say it gives up"
 [[ $(grep -c requeue scontrol.calls) == 2 ]] || fail "the last attempt requeued the job"
+# A finished run whose ranks never exit: a stand-in ringtrain that prints the last line
+# and then sleeps, as a rank stuck in MPI_Finalize would.
+printf '#!/bin/sh\necho "done: 5 steps in 0.1 s"\nexec sleep 600\n' >bin/hang-at-exit
+chmod +x bin/hang-at-exit
+RUN_DIR=$work/hang RINGTRAIN=$work/bin/hang-at-exit FINALIZE_GRACE_S=2 SLURM_RESTART_COUNT=0 \
+  bash "$template" --steps 5 >batch-hang.out 2>&1 || fail "a run that hung at exit counted as failed"
+grep -q "a hang in MPI_Finalize" batch-hang.out || fail "the hung step was not reported"
+grep -q "training finished" batch-hang.out || fail "the hung but finished run was not counted as finished"
+[[ $(grep -c requeue scontrol.calls) == 2 ]] || fail "the hung but finished run was requeued"
 echo "ok ($launch): SIGUSR1 -> saved at step $step, requeued; attempt 1 resumed there from LATEST," \
      "finished at $total, bitwise equal to an uninterrupted run; logs restart-0 and restart-1;" \
-     "a killed rank is requeued, and not after MAX_RESTARTS"
+     "a killed rank is requeued, and not after MAX_RESTARTS; a hang at exit is ended"
