@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""Project ringtrain's data-parallel step to N = 1 .. 1,024 ranks from three measured inputs,
+and check the projection against the emulated cluster where it can run.
+
+Model (weak scaling: every rank keeps its local batch b, the global batch is G = N b):
+  step(N)      = t_compute(b) + t_ring(N)                no overlap: ringtrain reduces the
+  t_ring(N)    = 2(N-1) alpha + 2(N-1)/N * M / B          gradients after backward (DESIGN 1.3)
+  efficiency   = t_compute(b) / step(N)                  per-rank throughput against one rank
+                                                         that does not communicate
+  steps(G)     = S_min (1 + B_noise / G)                 McCandlish et al. 2018, "An empirical
+  to target    = steps(N b) * step(N)                    model of large-batch training"
+Inputs:
+  --bench FILE          bench/cluster_bench.py --train output: t_compute(b) of the one-host
+                        reference (N=1, batch b, 1 BLAS thread), M = 4 x parameters, and per
+                        emulated network the fitted alpha, B and the measured training step
+  --target-runs DIR...  ringtrain run directories that reached --target-accuracy at several
+                        global batches: steps_to_target against G, fitted for S_min, B_noise
+Network classes projected: the two below (stated, not measured here) and every emulated
+network of --bench (measured). The check compares, for each emulated network, the model's
+step and communication time at its N with what training on it measured.
+
+    /usr/bin/python3 bench/cluster_projection.py --bench bench/results/cluster-<date>.json \\
+        --target-runs runs/g64 runs/g128 ... --png bench/results/cluster-projection.png
+"""
+import argparse
+import json
+import os
+import sys
+
+# Stated network classes (per-round latency alpha, per-rank bandwidth B in bytes/s).
+CLASSES = [
+    {"name": "10 GbE, TCP", "alpha_s": 25e-6, "bandwidth_Bps": 10e9 / 8 * 1448 / 1514,
+     "why": "alpha: MPI over kernel TCP on 10 GbE, 15-30 us half round trip; B: 10 Gbit/s "
+            "times the TCP payload share of a 1514-byte frame"},
+    {"name": "100 Gb/s InfiniBand (EDR)", "alpha_s": 2e-6, "bandwidth_Bps": 12e9,
+     "why": "alpha: 1-2 us MPI latency over RDMA; B: 96 % of 12.5 GB/s"},
+]
+NS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", nargs="+", required=True,
+                    help="cluster_bench.py --train --json outputs; the first gives t_compute and "
+                         "the projected emulated networks, every one adds its training runs to the check")
+    ap.add_argument("--target-runs", nargs="+", required=True,
+                    help="run dirs that reached a target, or JSON files {\"runs\": [[G, steps, target], ...]}")
+    ap.add_argument("--write-target-runs", help="save the steps-to-target rows to this JSON file")
+    ap.add_argument("--emulated", default="1gbit,10gbit",
+                    help="emulated networks of the first --bench to project too (comma-separated)")
+    ap.add_argument("--png", help="write the plot here")
+    ap.add_argument("--json", help="write the tables as JSON here")
+    return ap.parse_args()
+
+
+def t_ring(alpha, bandwidth, n, nbytes):
+    if n == 1:
+        return 0.0
+    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bandwidth
+
+
+def fit_steps_to_target(points):
+    """points: [(G, steps)]. samples(G) = S G = S_min G + S_min B_noise: a straight line in G.
+    Least squares on relative error of steps (weights 1/steps^2)."""
+    # minimise sum ((S_min (1 + Bn/G) - s) / s)^2 over a = S_min, c = S_min Bn: linear in a, c
+    sxx = sxy = syy = sx = sy = 0.0
+    for g, s in points:
+        u, v = 1.0 / s, 1.0 / (g * s)  # model/s = a u + c v, target 1
+        sxx, sxy, syy, sx, sy = sxx + u * u, sxy + u * v, syy + v * v, sx + u, sy + v
+    det = sxx * syy - sxy * sxy
+    a = (sx * syy - sy * sxy) / det
+    c = (sy * sxx - sx * sxy) / det
+    return {"S_min": a, "B_noise": c / a}
+
+
+def steps_at(fit, g):
+    return fit["S_min"] * (1 + fit["B_noise"] / g)
+
+
+def load_target_runs(paths):
+    """Run directories (manifest.json) or JSON files of [global batch, steps, target] rows."""
+    points = []
+    for path in paths:
+        if os.path.isfile(path):
+            with open(path) as f:
+                points += [tuple(p) for p in json.load(f)["runs"]]
+            continue
+        with open(os.path.join(path, "manifest.json")) as f:
+            m = json.load(f)
+        r = m["results"]
+        if not r.get("target_reached"):
+            sys.exit(f"cluster_projection: {path} did not reach its target")
+        points.append((m["batches"]["global"], r["steps_to_target"], m["target"]["value"]))
+    targets = {p[2] for p in points}
+    if len(targets) != 1:
+        sys.exit(f"cluster_projection: the target runs have different targets {sorted(targets)}")
+    return sorted(points), targets.pop()
+
+
+def project(net, t_compute, nbytes, b, fit_stt, g_max):
+    rows = []
+    for n in NS:
+        comm = t_ring(net["alpha_s"], net["bandwidth_Bps"], n, nbytes)
+        step = t_compute + comm
+        g = n * b
+        steps = steps_at(fit_stt, g)
+        rows.append({"N": n, "global_batch": g, "comm_s": comm, "step_s": step,
+                     "efficiency": t_compute / step, "samples_per_s": g / step,
+                     "steps_to_target": steps, "time_to_target_s": steps * step,
+                     "extrapolated": g > g_max})
+    return rows
+
+
+def main():
+    args = parse_args()
+    benches = []
+    for path in args.bench:
+        with open(path) as f:
+            benches.append(json.load(f))
+    bench = benches[0]
+    ref = bench["reference"]
+    b = bench["local_batch"]
+    t_compute = ref["compute_s"]
+    nbytes = 4 * ref["parameters"]
+    points, target = load_target_runs(args.target_runs)
+    fit_stt = fit_steps_to_target([(g, s) for g, s, _ in points])
+    g_max = max(g for g, *_ in points)
+    if args.write_target_runs:
+        with open(args.write_target_runs, "w") as f:
+            json.dump({"runs": points, "columns": ["global batch", "steps to target", "target accuracy"]}, f)
+
+    print(f"inputs: model {bench['model']}, M = {nbytes:,} gradient bytes, local batch b = {b}, "
+          f"t_compute(b) = {t_compute * 1e3:.2f} ms ({t_compute / b * 1e6:.1f} us per sample; "
+          f"one host, N=1, 1 BLAS thread, bench {bench['started']})")
+    print(f"steps to test accuracy {target}: " + ", ".join(f"G={g}: {s}" for g, s, _ in points)
+          + f" -> S_min = {fit_stt['S_min']:.0f} steps, B_noise = {fit_stt['B_noise']:.0f} samples")
+    for g, s, _ in points:
+        print(f"    G={g:5d}: measured {s:5d}, fit {steps_at(fit_stt, g):7.0f}")
+
+    nets = [dict(c, measured=False) for c in CLASSES]
+    for r in bench["records"]:
+        if "fit" in r and r["fit"]["bandwidth_Bps"] and r["hosts"] == 2 \
+                and r["network"] in args.emulated.split(","):
+            nets.append({"name": f"emulated {r['network']} ({r['hosts']} hosts)", "measured": True,
+                         "alpha_s": r["fit"]["alpha_s"], "bandwidth_Bps": r["fit"]["bandwidth_Bps"],
+                         "record": r})
+    # one projection per class; emulated networks only once each (the 2-host fit)
+    seen, projections = set(), []
+    for net in nets:
+        key = net["name"].split(" (")[0]
+        if key in seen:
+            continue
+        seen.add(key)
+        projections.append({"network": net["name"], "alpha_s": net["alpha_s"],
+                            "bandwidth_Bps": net["bandwidth_Bps"], "measured": net["measured"],
+                            "why": net.get("why", "fitted by ringtrain bench allreduce on the emulated cluster"),
+                            "rows": project(net, t_compute, nbytes, b, fit_stt, g_max)})
+
+    print("\nprojection (weak scaling, b per rank; * = global batch beyond the measured steps-to-target runs)")
+    for p in projections:
+        print(f"\n{p['network']}: alpha {p['alpha_s'] * 1e6:.1f} us, B {p['bandwidth_Bps'] / 1e9:.3g} GB/s"
+              f" ({'measured' if p['measured'] else 'stated: ' + p['why']})")
+        print("| N | global batch | step | of which ring | efficiency | samples/s | steps to target | time to target |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in p["rows"]:
+            star = "*" if r["extrapolated"] else ""
+            print(f"| {r['N']} | {r['global_batch']:,}{star} | {r['step_s'] * 1e3:.2f} ms | "
+                  f"{r['comm_s'] * 1e3:.2f} ms | {r['efficiency'] * 100:.1f} % | {r['samples_per_s']:,.0f} | "
+                  f"{r['steps_to_target']:.0f}{star} | {r['time_to_target_s']:.2f} s{star} |")
+
+    checks = []
+    for path, doc in zip(args.bench, benches):
+        t_ref = doc["reference"]["compute_s"]
+        for r in doc["records"]:
+            if "train" not in r or "fit" not in r:
+                continue
+            t = r["train"]
+            n = t["world_size"]
+            comm = t_ring(r["fit"]["alpha_s"], r["fit"]["bandwidth_Bps"], n, nbytes)
+            checks.append({"bench": os.path.basename(path), "network": r["network"], "N": n,
+                           "ucx": " ".join(doc["ucx"]) or "defaults",
+                           "measured_step_s": t["step_s"], "predicted_step_s": t_ref + comm,
+                           "measured_comm_s": t["comm_s"], "predicted_comm_s": comm,
+                           "measured_compute_s": t["compute_s"], "reference_compute_s": t_ref,
+                           "others_busy_cores": r["others_busy_cores"]})
+    if checks:
+        print("\ncheck against the emulated cluster (training run on the namespace hosts)")
+        print("| network | UCX | N | step measured | step predicted | error | ring measured | ring predicted "
+              "| error | compute measured / reference | others |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c in checks:
+            err = (c["predicted_step_s"] - c["measured_step_s"]) / c["measured_step_s"]
+            comm_err = (c["predicted_comm_s"] - c["measured_comm_s"]) / c["measured_comm_s"]
+            print(f"| {c['network']} | {c['ucx']} | {c['N']} | {c['measured_step_s'] * 1e3:.1f} ms | "
+                  f"{c['predicted_step_s'] * 1e3:.1f} ms | {err * 100:+.0f} % | {c['measured_comm_s'] * 1e3:.1f} ms | "
+                  f"{c['predicted_comm_s'] * 1e3:.1f} ms | {comm_err * 100:+.0f} % | {c['measured_compute_s'] * 1e3:.1f} / "
+                  f"{c['reference_compute_s'] * 1e3:.1f} ms | {c['others_busy_cores']} |")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"inputs": {"bench": args.bench, "t_compute_s": t_compute, "gradient_bytes": nbytes,
+                                  "local_batch": b, "steps_to_target": points, "target": target,
+                                  "fit": fit_stt},
+                       "projections": projections, "checks": checks}, f, indent=1)
+    if args.png:
+        plot(args.png, projections, checks, fit_stt, points, target, b, t_compute)
+
+
+def plot(path, projections, checks, fit_stt, points, target, b, t_compute):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (eff_ax, ttt_ax) = plt.subplots(1, 2, figsize=(12, 5.6))
+    for p in projections:
+        ns = [r["N"] for r in p["rows"]]
+        style = "--" if p["measured"] else "-"
+        label = (f"{p['network']}: α {p['alpha_s'] * 1e6:.3g} µs, B {p['bandwidth_Bps'] / 1e9:.3g} GB/s"
+                 + ("" if p["measured"] else " (stated)"))
+        line, = eff_ax.plot(ns, [r["efficiency"] * 100 for r in p["rows"]], style, marker="o",
+                            markersize=3, label=label)
+        ttt_ax.plot(ns, [r["time_to_target_s"] for r in p["rows"]], style, marker="o", markersize=3,
+                    color=line.get_color())
+    for c in checks:
+        eff = c["reference_compute_s"] / c["measured_step_s"] * 100
+        eff_ax.plot([c["N"]], [eff], "kx", markersize=7)
+        eff_ax.annotate(c["network"], (c["N"], eff), textcoords="offset points", xytext=(4, 2), fontsize=6)
+    if checks:
+        eff_ax.plot([], [], "kx", label="measured on the emulated cluster")
+    eff_ax.set_xscale("log", base=2)
+    eff_ax.set_xlabel("ranks N (local batch %d each)" % b)
+    eff_ax.set_ylabel("scaling efficiency  t_compute / step  (%)")
+    eff_ax.set_ylim(0, 105)
+    eff_ax.grid(True, which="both", alpha=0.3)
+    handles, labels = eff_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    eff_ax.set_title("step: compute %.1f ms + ring 2(N-1)α + 2(N-1)/N·M/B" % (t_compute * 1e3))
+    g_max = max(g for g, *_ in points)
+    ttt_ax.axvline(g_max / b, color="gray", linewidth=0.8, linestyle=":")
+    ttt_ax.annotate("measured steps-to-target\nup to G = %d" % g_max, xy=(g_max / b, 0.98),
+                    xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="right")
+    ttt_ax.set_xscale("log", base=2)
+    ttt_ax.set_yscale("log")
+    ttt_ax.set_xlabel("ranks N")
+    ttt_ax.set_ylabel("time to test accuracy %.2f (s)" % target)
+    ttt_ax.set_title("steps(G) = %.0f (1 + %.0f / G) × step(N)" % (fit_stt["S_min"], fit_stt["B_noise"]))
+    ttt_ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, dpi=120)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# check_netns_train.sh NETNS_CLUSTER RINGTRAIN MPIEXEC
+# Two emulated hosts (network namespaces, a bridge, 10 Gbit/s tbf per link, TCP only) train
+# the same steps as two ranks on one host, and the final checkpoints are bitwise equal
+# (`ringtrain inspect --compare --rtol 0` and h5diff), as are the logged losses. The cluster
+# run must really have been spread: one rank per node in its manifest, and host 0's eth0 sent
+# at least the ring's bytes (M per step at N = 2). Exit 77 (skipped) where namespaces cannot
+# be made (not root, no `ip`).
+set -u
+cluster=$1 ringtrain=$2 mpiexec=$3
+reason=$("$cluster" check) || { echo "SKIP: $reason"; exit 77; }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fail() { echo "FAIL: $*"; for f in *.log; do echo "--- $f"; tail -8 "$f"; done; exit 1; }
+export MPIEXEC_TIMEOUT=40
+steps=12
+args=(train --model mlp --global-batch 128 --steps "$steps" --no-eval --log-every 2
+      --checkpoint-every 6 --blas-threads 1 --quiet)
+
+"$mpiexec" -n 2 "$ringtrain" "${args[@]}" --run-dir one-host >one-host.log 2>&1 ||
+  fail "the one-host run failed"
+# shellcheck disable=SC2016  # expanded by the inner bash, in host 0
+"$cluster" --hosts 2 --rate 10gbit run bash -c '
+  "$RT_MPIEXEC" -n 2 "$0" "$@" --run-dir two-hosts || exit
+  cat /sys/class/net/eth0/statistics/tx_bytes >host0-tx-bytes' \
+  "$ringtrain" "${args[@]}" >two-hosts.log 2>&1 &
+launcher=$!
+wait $launcher || fail "the two-host run failed"
+! ip netns list | grep -q "^rt$launcher-" || fail "namespaces rt$launcher-* left behind"
+
+ranks_per_node=$(grep -o '"ranks_per_node": *[0-9]*' two-hosts/manifest.json | grep -o '[0-9]*$')
+[[ $ranks_per_node == 1 ]] || fail "the two-host run had $ranks_per_node ranks per node, not 1"
+parameters=$(grep -o '"parameters": *[0-9]*' two-hosts/manifest.json | grep -o '[0-9]*$')
+tx=$(cat host0-tx-bytes)
+((tx >= steps * parameters * 4)) ||
+  fail "host 0 sent $tx bytes on eth0, less than $steps steps x $((parameters * 4)) gradient bytes"
+
+last=$(cat one-host/checkpoints/LATEST)
+[[ $last == $(cat two-hosts/checkpoints/LATEST) ]] || fail "LATEST differs"
+"$ringtrain" inspect "two-hosts/checkpoints/$last" --compare "one-host/checkpoints/$last" \
+  --rtol 0 >compare.log 2>&1 || fail "checkpoints differ (inspect --compare --rtol 0)"
+for g in model optimizer schedule data rng; do
+  h5diff "one-host/checkpoints/$last" "two-hosts/checkpoints/$last" "/$g" "/$g" >/dev/null ||
+    fail "/$g differs (h5diff)"
+done
+cmp -s <(grep -o '"loss":[^,]*' one-host/metrics.jsonl) <(grep -o '"loss":[^,]*' two-hosts/metrics.jsonl) ||
+  fail "losses in metrics.jsonl differ"
+echo "ok: $last bitwise equal on 1 host and on 2 namespace hosts; host 0 sent $tx B over eth0" \
+     "(>= $steps x $((parameters * 4)) B of gradients)"
