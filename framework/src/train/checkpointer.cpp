@@ -53,10 +53,19 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
     throw AgreedError(fmt::format("checkpoint at step {} failed on rank 0: {}", state.progress.step,
                                   error.empty() ? "see its message" : error));
   if (writer) {
-    const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
-    checkpoint::update_latest(dir_, final_path.filename());
-    checkpoint::prune(dir_, keep_);
+    try {
+      const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
+      checkpoint::update_latest(dir_, final_path.filename());
+      checkpoint::prune(dir_, keep_);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
+  // The other ranks wait here for the commit, rather than in the next step's collective: the
+  // save then costs every rank the same time, and a failed commit stops every rank.
+  if (!all_agree(comm_, error.empty()))
+    throw AgreedError(fmt::format("checkpoint at step {}: commit failed on rank 0: {}",
+                                  state.progress.step, error.empty() ? "see its message" : error));
   return now_s() - start;
 }
 

@@ -7,6 +7,7 @@
 //   3. rank 0 renames it to step-XXXXXXXX.h5 and fsyncs the folder   crash before: .partial ignored
 //   4. rank 0 moves LATEST to it (temp file + rename + fsync)        crash before: LATEST is old
 //   5. rank 0 prunes beyond the newest K                             crash during: files stay valid
+//   6. all ranks agree that steps 3-5 succeeded (one allreduce)      every rank blocks as long
 // resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
 // file), then the ranks agree on the step they loaded (MIN/MAX allreduce): all or none resume.
 #pragma once
@@ -29,8 +30,9 @@ class Checkpointer {
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
                std::string config_json);
 
-  // Collective. Returns the seconds the save blocked this rank (the save cost C).
-  // Throws AgreedError on every rank if rank 0 could not write.
+  // Collective. Returns the seconds the save blocked this rank (the save cost C; about the
+  // same on every rank, since all wait for rank 0's commit). Throws AgreedError on every rank
+  // if rank 0 could not write or commit.
   double save(const TrainingState& state, std::uint64_t epoch);
 
   // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the
