@@ -25,6 +25,7 @@ if [[ -n ${EXPECT_RESUMED:-} ]]; then
 fi
 last=$(cat A/checkpoints/LATEST)
 [[ -f B/checkpoints/$last ]] || fail "resumed run has no $last"
+[[ $(cat B/checkpoints/LATEST) == "$last" ]] || fail "resumed run's LATEST names $(cat B/checkpoints/LATEST), not $last"
 for g in model optimizer schedule data rng; do
   if [[ $n_first == "$n_resume" ]]; then
     h5diff "A/checkpoints/$last" "B/checkpoints/$last" "/$g" "/$g" >/dev/null || fail "/$g differs"

@@ -103,6 +103,31 @@ std::optional<std::filesystem::path> Checkpointer::resume(
                                   hi - 1, dir_.string()));
   if (!loaded) return std::nullopt;
   restore(loaded->tree, state);
+  // A save interrupted after its rename (commit.hpp, steps 4-5) left the file we resume from
+  // without LATEST naming it: finish that save's protocol now. Every rank is done reading.
+  if (what == "auto") {
+    if (comm_.rank() == 0) {
+      try {
+        std::optional<std::filesystem::path> latest;
+        try {
+          latest = checkpoint::read_latest(dir_);
+        } catch (const checkpoint::CheckpointError&) {
+          // a garbage LATEST was reported above; it is replaced here
+        }
+        if (!latest || latest->filename() != loaded->path.filename()) {
+          checkpoint::update_latest(dir_, loaded->path.filename());
+          checkpoint::prune(dir_, keep_);
+          report("LATEST now names " + loaded->path.filename().string() +
+                 " (its save was interrupted before LATEST moved, or LATEST was unusable)");
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!all_agree(comm_, error.empty()))
+      throw AgreedError(error.empty() ? "resume failed on rank 0 (see its message)"
+                                      : "cannot resume: " + error);
+  }
   return loaded->path;
 }
 

@@ -1,19 +1,20 @@
 // The training loop (see trainer.hpp for the step recipe).
 #include "ringtrain/framework/train/trainer.hpp"
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <filesystem>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
-#include <fmt/format.h>
-
+#include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/checkpoint/interval.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/blas.hpp"
@@ -23,15 +24,13 @@
 #include "ringtrain/framework/loss.hpp"
 #include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/optim/schedule.hpp"
+#include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/progress.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
-#include "ringtrain/checkpoint/commit.hpp"
-#include "ringtrain/checkpoint/interval.hpp"
-#include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/replica_check.hpp"
+#include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/stop_signals.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
-#include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/watchdog.hpp"
 
 namespace ringtrain {
@@ -307,10 +306,17 @@ TrainResults Trainer::run() {
     if (from) {
       say(fmt::format("resumed from {} at step {} (epoch {}, position {})", from->string(),
                       state_progress.step, sampler.state().epoch, sampler.state().position));
-      if (leader) run_dir->truncate_metrics_after(state_progress.step);
+      if (leader) {
+        run_dir->truncate_metrics_after(state_progress.step);
+        run_dir->append_metrics(
+            {{"step", state_progress.step}, {"resumed_from", from->filename().string()}});
+      }
     } else {
       say("no checkpoint to resume from in " + checkpointer.dir().string() + ": starting at step 0");
-      if (leader) run_dir->truncate_metrics_after(0);  // an attempt killed before its first save
+      if (leader) {
+        run_dir->truncate_metrics_after(0);  // an attempt killed before its first save
+        run_dir->append_metrics({{"step", 0}, {"resumed_from", nullptr}});
+      }
     }
   }
   TrainingProgress& prog = state_progress;
@@ -320,9 +326,10 @@ TrainResults Trainer::run() {
   // compute (checkpoint/interval.hpp), first measured one --log-every after the start.
   const bool auto_interval = config_.checkpoint_every == "auto";
   checkpoint::SaveSchedule schedule_of_saves =
-      auto_interval ? checkpoint::SaveSchedule::young_daly(config_.mtbf_s, prog.step, config_.log_every)
-                    : checkpoint::SaveSchedule::every(
-                          parse_size_list(config_.checkpoint_every, "--checkpoint-every").at(0));
+      auto_interval
+          ? checkpoint::SaveSchedule::young_daly(config_.mtbf_s, prog.step, config_.log_every)
+          : checkpoint::SaveSchedule::every(
+                parse_size_list(config_.checkpoint_every, "--checkpoint-every").at(0));
   std::size_t saves_done = 0;
   // The step time the plan converts τ with: this attempt's mean, without its first step (it
   // pays for first touches and connection set-up, 100x a later step at N=2 here).
@@ -340,8 +347,9 @@ TrainResults Trainer::run() {
     if (auto_interval) {
       // Every rank must plan the same interval: the save costs as much as its slowest rank,
       // and a step lasts as long as its slowest rank.
-      const double step_s = warm_steps > 0 ? warm_compute_s / double(warm_steps)
-                                           : prog.useful_compute_s / double(std::max<std::uint64_t>(1, prog.step));
+      const double step_s =
+          warm_steps > 0 ? warm_compute_s / double(warm_steps)
+                         : prog.useful_compute_s / double(std::max<std::uint64_t>(1, prog.step));
       double agreed[2] = {cost, step_s};
       coll::allreduce_max(comm_, std::span<double>(agreed));
       if (!hooks.save_cost_s.empty())  // test hooks: fixed cost and step time, a known plan
@@ -350,18 +358,21 @@ TrainResults Trainer::run() {
       record["agreed_cost_s"] = agreed[0];
       if (leader) run_dir->append_metrics(record);
       if (const auto plan = schedule_of_saves.saved(prog.step, agreed[0], agreed[1])) {
-        say(fmt::format("checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
-                        "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
-                        "C/tau + tau/(2 mu) = {:.4g} %", plan->cost_s, plan->mtbf_s, plan->tau_s,
-                        plan->every_steps, plan->step_s, 100.0 * plan->predicted_overhead));
+        say(fmt::format(
+            "checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
+            "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
+            "C/tau + tau/(2 mu) = {:.4g} %",
+            plan->cost_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
+            100.0 * plan->predicted_overhead));
         if (leader)
           run_dir->append_metrics({{"step", prog.step},
-                                   {"interval_plan", {{"cost_s", plan->cost_s},
-                                                      {"mtbf_s", plan->mtbf_s},
-                                                      {"tau_s", plan->tau_s},
-                                                      {"step_s", plan->step_s},
-                                                      {"every_steps", plan->every_steps},
-                                                      {"predicted_overhead", plan->predicted_overhead}}}});
+                                   {"interval_plan",
+                                    {{"cost_s", plan->cost_s},
+                                     {"mtbf_s", plan->mtbf_s},
+                                     {"tau_s", plan->tau_s},
+                                     {"step_s", plan->step_s},
+                                     {"every_steps", plan->every_steps},
+                                     {"predicted_overhead", plan->predicted_overhead}}}});
       }
     } else if (leader) {
       run_dir->append_metrics(record);

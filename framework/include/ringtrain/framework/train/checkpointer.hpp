@@ -10,6 +10,8 @@
 //   6. all ranks agree that steps 3-5 succeeded (one allreduce)      every rank blocks as long
 // resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
 // file), then the ranks agree on the step they loaded (MIN/MAX allreduce): all or none resume.
+// With "auto", rank 0 then points LATEST at the file it resumed from if LATEST named another
+// (a save killed between its rename and LATEST) and prunes: the interrupted save is finished.
 #pragma once
 
 #include <cstdint>
