@@ -1,9 +1,9 @@
 // Collective save and resume (see checkpointer.hpp for the protocol).
 #include "ringtrain/framework/train/checkpointer.hpp"
 
-#include <chrono>
-
 #include <fmt/format.h>
+
+#include <chrono>
 
 #include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/error.hpp"
@@ -78,7 +78,8 @@ std::optional<std::filesystem::path> Checkpointer::resume(
   try {
     if (what == "auto") {
       std::vector<std::string> rejected;
-      if (std::filesystem::exists(dir_)) loaded = checkpoint::load_newest_valid(dir_, expected, &rejected);
+      if (std::filesystem::exists(dir_))
+        loaded = checkpoint::load_newest_valid(dir_, expected, &rejected);
       if (comm_.rank() == 0)
         for (const std::string& r : rejected) report("skipping checkpoint " + r);
     } else {
@@ -86,6 +87,13 @@ std::optional<std::filesystem::path> Checkpointer::resume(
       l.path = what;
       l.tree = checkpoint::read_file(what, expected, &l.header);
       loaded = std::move(l);
+    }
+    if (loaded) {
+      try {
+        check_compatible(loaded->tree, state);
+      } catch (const UsageError& e) {
+        throw UsageError(loaded->path.string() + ": " + e.what());
+      }
     }
   } catch (const std::exception& e) {
     error = e.what();
@@ -98,9 +106,10 @@ std::optional<std::filesystem::path> Checkpointer::resume(
   std::uint64_t lo = 0, hi = 0;
   collectives::allreduce_min_max(comm_, step, lo, hi);
   if (lo != hi)
-    throw AgreedError(fmt::format("ranks found different checkpoints to resume from (steps {} to {}): "
-                                  "is {} the same folder on every node?", lo == 0 ? 0 : lo - 1,
-                                  hi - 1, dir_.string()));
+    throw AgreedError(
+        fmt::format("ranks found different checkpoints to resume from (steps {} to {}): "
+                    "is {} the same folder on every node?",
+                    lo == 0 ? 0 : lo - 1, hi - 1, dir_.string()));
   if (!loaded) return std::nullopt;
   restore(loaded->tree, state);
   // A save interrupted after its rename (commit.hpp, steps 4-5) left the file we resume from
