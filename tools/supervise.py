@@ -24,10 +24,12 @@ Ledger (default RUN/restarts.jsonl, appended to): one JSON line per attempt, wri
 next attempt has started its training (or when supervision ends), with
   attempt, start_s, end_s          seconds since the supervisor started (launch, process exit)
   exit_status, timed_out, finished, extra_args
-  step_restored    step of the checkpoint named by checkpoints/LATEST before the launch (0: none).
-                   ringtrain itself may restore another one: an older file if LATEST's fails to
-                   verify, or, with no LATEST at all, the newest file that verifies (a crash
-                   between the rename and LATEST of the first save leaves step-K.h5 unnamed).
+  step_restored    step of the checkpoint the attempt resumed from (0: none), from the
+                   {"step", "resumed_from"} record ringtrain writes after its resume; if the
+                   attempt died before writing it, the step of checkpoints/LATEST before the
+                   launch. (ringtrain takes the newest file that verifies, which is not always
+                   LATEST's: a crash between a save's rename and LATEST leaves it unnamed, and
+                   a file that fails to verify is passed over.)
   step_reached     the last "step" in metrics.jsonl after the attempt (read before the next
                    attempt truncates it), or LATEST's step if larger (a save whose record was
                    never written). A lower bound on the work done: steps completed after the
@@ -308,6 +310,10 @@ class Supervisor:
             status = 124
         elif status == 0 and not finished:
             status = 143 if self.stop_signal is None else 128 + self.stop_signal
+        # ringtrain records the step it actually resumed from; LATEST before the launch was a guess
+        resumed = [r for r, _ in new if "resumed_from" in r]
+        if resumed:
+            restored = int(resumed[0]["step"])
         steps = [r["step"] for r in read_records(self.metrics_path) if "step" in r]
         reached = max([restored] + steps[-1:] + [latest_step(self.run_dir)])
         a = {"attempt": i, "launch": launch, "end": end, "exit_status": status,

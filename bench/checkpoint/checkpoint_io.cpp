@@ -4,8 +4,11 @@
 // (each repeat runs raw and checkpoint back to back, in alternating order; the ratio is the
 // median of those pairs):
 //   raw write   open + write the same bytes + fsync + close              (the peer for save)
-//   save        write_partial + commit: HDF5 write (xxh3 on a second thread), fsync, rename,
-//               fsync dir (commit_s: the rename and directory fsync alone)
+//   save        write_partial + commit: HDF5 write (xxh3 on a second thread from 512 KiB),
+//               fsync, rename, fsync dir (commit_s: the rename and directory fsync alone)
+//   + LATEST    update_latest + prune after the save, as the trainer runs them (LATEST.tmp
+//               written, fsynced, renamed, dir fsynced; prune lists the folder and finds
+//               nothing to remove): the "full" ratio is raw write / (save + LATEST + prune)
 //   raw read    open + read the same bytes into freshly allocated vectors (the peer for load)
 //   load        read_file with the full expectation: all checks, read, xxh3 verification
 // Reads are cold by default: the file's pages are dropped from the page cache first
@@ -166,16 +169,16 @@ int main(int argc, char** argv) {
               hdf5_version(), XXH_versionNumber(), dir.c_str(), repeats,
               warm ? "warm (page cache)" : "cold (pages dropped with posix_fadvise)");
   std::printf("load average at start: %s\n", load_average().c_str());
-  std::printf("%11s %8s | %9s %9s %9s %9s %6s | %9s %9s %9s %6s | %9s %8s\n", "floats", "MB",
-              "raw_wr_s", "save_s", "commit_s", "save_GB/s", "ratio", "raw_rd_s", "load_s",
-              "load_GB/s", "ratio", "xxh3_GB/s", "file_MB");
+  std::printf("%11s %8s | %9s %9s %9s %9s %6s %9s %6s | %9s %9s %9s %6s | %9s %8s\n", "floats",
+              "MB", "raw_wr_s", "save_s", "commit_s", "save_GB/s", "ratio", "latest_s", "full",
+              "raw_rd_s", "load_s", "load_GB/s", "ratio", "xxh3_GB/s", "file_MB");
 
   for (const std::size_t n : sizes) {
     const StateTree tree = make_tree(n);
     const Expected expected = Expected::of(tree);
     const double bytes = static_cast<double>(tree.payload_bytes());
     const fs::path raw_file = dir / "raw.bin";
-    std::vector<double> raw_write_s, save_s, commit_s, raw_read_s, load_s, hash_s;
+    std::vector<double> raw_write_s, save_s, commit_s, latest_s, raw_read_s, load_s, hash_s;
     double file_bytes = 0;
     for (int r = 0; r < repeats; ++r) {
       // Which of the pair goes first alternates, so that whatever the second one inherits
@@ -194,8 +197,13 @@ int main(int argc, char** argv) {
         const fs::path partial = write_partial(dir, header.step, header, tree);
         const double t1 = now_s();
         check(commit(dir, partial) == final_path, "commit path");
-        save_s.push_back(now_s() - t0);
-        commit_s.push_back(now_s() - t1);
+        const double t2 = now_s();
+        update_latest(dir, final_path.filename());
+        prune(dir, 1);  // the previous repeat's checkpoint is gone already: nothing to remove
+        const double t3 = now_s();
+        save_s.push_back(t2 - t0);
+        commit_s.push_back(t2 - t1);
+        latest_s.push_back(t3 - t2);
       };
       const auto time_raw_read = [&] {
         if (!warm) drop_cache(raw_file);
@@ -226,19 +234,23 @@ int main(int argc, char** argv) {
       fs::remove(final_path);
       fs::remove(raw_file);
     }
+    fs::remove(dir / kLatestName);
     const double ws = median(raw_write_s), ss = median(save_s), rs = median(raw_read_s),
                  ls = median(load_s), hs = median(hash_s);
     // Ratios are paired: raw and checkpoint of the same repeat ran back to back, so a change
     // in the machine's load between repeats cancels out; the median of the pairs is printed.
-    std::vector<double> save_ratio, load_ratio;
+    std::vector<double> save_ratio, full_ratio, load_ratio;
     for (int r = 0; r < repeats; ++r) {
       save_ratio.push_back(raw_write_s[r] / save_s[r]);
+      full_ratio.push_back(raw_write_s[r] / (save_s[r] + latest_s[r]));
       load_ratio.push_back(raw_read_s[r] / load_s[r]);
     }
     std::printf(
-        "%11zu %8.1f | %9.4f %9.4f %9.4f %9.2f %6.2f | %9.4f %9.4f %9.2f %6.2f | %9.1f %8.1f\n", n,
-        bytes / 1e6, ws, ss, median(commit_s), bytes / ss / 1e9, median(save_ratio), rs, ls,
-        bytes / ls / 1e9, median(load_ratio), bytes / hs / 1e9, file_bytes / 1e6);
+        "%11zu %8.1f | %9.4f %9.4f %9.4f %9.2f %6.2f %9.4f %6.2f | %9.4f %9.4f %9.2f %6.2f | %9.1f "
+        "%8.1f\n",
+        n, bytes / 1e6, ws, ss, median(commit_s), bytes / ss / 1e9, median(save_ratio),
+        median(latest_s), median(full_ratio), rs, ls, bytes / ls / 1e9, median(load_ratio),
+        bytes / hs / 1e9, file_bytes / 1e6);
     std::fflush(stdout);
   }
   std::printf("load average at end: %s\n", load_average().c_str());

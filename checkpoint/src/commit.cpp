@@ -185,24 +185,21 @@ std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& exp
   const auto reject = [&](std::string text) {
     if (rejected != nullptr) rejected->push_back(std::move(text));
   };
-  std::vector<fs::path> candidates;
+  // LATEST only speeds up humans and tools; the resume goes by the files themselves. A crash
+  // after commit() and before update_latest() leaves a whole, fsynced, newer checkpoint that
+  // LATEST does not name yet: it is the newest that verifies, so it is the one to take.
+  // A LATEST that cannot be read or names a missing file is still reported.
   try {
     if (const auto latest = read_latest(dir)) {
       std::error_code error;
-      if (fs::is_regular_file(*latest, error))
-        candidates.push_back(*latest);
-      else
+      if (!fs::is_regular_file(*latest, error))
         reject(std::string(kLatestName) + ": names " + latest->filename().string() +
                ", which does not exist");
     }
   } catch (const CheckpointError& error) {
     reject(std::string(kLatestName) + ": " + error.reason());
   }
-  for (const fs::path& path : list_checkpoints(dir))
-    if (candidates.empty() || path.filename() != candidates.front().filename())
-      candidates.push_back(path);
-
-  for (const fs::path& path : candidates) {
+  for (const fs::path& path : list_checkpoints(dir)) {
     try {
       Header header;
       StateTree tree = read_file(path, expected, &header);

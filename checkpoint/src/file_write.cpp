@@ -3,9 +3,10 @@
 // layout is documented in file.hpp.
 //
 // Every HDF5 call runs on the calling thread (Debian's HDF5 is not thread-safe). The xxh3
-// checksums are pure CPU work on the tree's memory, so a second thread computes them while
-// this one writes the data; the attributes are written once both are done. That hides the
-// checksum cost (about 10% of a save at disk speed, bench/README-checkpoint.md).
+// checksums are pure CPU work on the tree's memory, so for trees of 512 KiB and more a second
+// thread computes them while this one writes the data; the attributes are written once both
+// are done. That hides the checksum cost (about 10% of a save at disk speed,
+// bench/README-checkpoint.md).
 #include <thread>
 #include <variant>
 
@@ -37,6 +38,10 @@ std::string hdf5_path(Group group, std::string_view entry_name) {
 }
 
 namespace {
+
+// xxh3 runs at ~10 GB/s here and a thread costs ~50 µs to start and join: hashing 512 KiB
+// inline takes about as long as starting the thread.
+constexpr std::uint64_t kHashThreadMinBytes = std::uint64_t{512} << 10;
 
 // A string as a fixed-length HDF5 string; HDF5 cannot have a 0-byte type, so "" is one NUL.
 std::string padded(const std::string& text) {
@@ -79,16 +84,24 @@ PropertyList dataset_creation(H5D_layout_t layout) {
   return creation;
 }
 
+// The two dataset creation lists a file needs, made once per file (HDF5 property lists cost
+// tens of microseconds each to create and close).
+struct Layouts {
+  PropertyList contiguous = dataset_creation(H5D_CONTIGUOUS);
+  PropertyList compact = dataset_creation(H5D_COMPACT);
+};
+
 void write_checksum(const Dataset& dataset, std::uint64_t checksum) {
   write_scalar_attribute(dataset.id(), detail::kChecksumAttribute, H5T_STD_U64LE, H5T_NATIVE_UINT64,
                          &checksum);
 }
 
-Dataset write_array(GroupHandle& group, const std::string& link, const FloatArray& array) {
+Dataset write_array(GroupHandle& group, const std::string& link, const FloatArray& array,
+                    const Layouts& layouts) {
   const Dataspace space =
       array.shape.empty() ? Dataspace::scalar() : Dataspace::simple(array.shape);
-  Dataset dataset = group.create_dataset(link, Datatype::predefined(H5T_IEEE_F32LE), space,
-                                         dataset_creation(H5D_CONTIGUOUS));
+  Dataset dataset =
+      group.create_dataset(link, Datatype::predefined(H5T_IEEE_F32LE), space, layouts.contiguous);
   // A zero-element dataset has nothing to write (and HDF5 rejects a null buffer).
   if (!array.values.empty())
     dataset.write(Datatype::predefined(H5T_NATIVE_FLOAT), array.values.data());
@@ -97,40 +110,41 @@ Dataset write_array(GroupHandle& group, const std::string& link, const FloatArra
 
 template <typename T>
 Dataset write_scalar(GroupHandle& group, const std::string& link, hid_t file_type,
-                     hid_t memory_type, T value) {
+                     hid_t memory_type, T value, const Layouts& layouts) {
   Dataset dataset = group.create_dataset(link, Datatype::predefined(file_type), Dataspace::scalar(),
-                                         dataset_creation(H5D_COMPACT));
+                                         layouts.compact);
   dataset.write(Datatype::predefined(memory_type), &value);
   return dataset;
 }
 
-Dataset write_string(GroupHandle& group, const std::string& link, const std::string& text) {
+Dataset write_string(GroupHandle& group, const std::string& link, const std::string& text,
+                     const Layouts& layouts) {
   const std::string bytes = padded(text);
   const Datatype type = Datatype::fixed_string(bytes.size());
-  const H5D_layout_t layout =
-      bytes.size() <= detail::kCompactStringMaxBytes ? H5D_COMPACT : H5D_CONTIGUOUS;
-  Dataset dataset = group.create_dataset(link, type, Dataspace::scalar(), dataset_creation(layout));
+  const PropertyList& layout =
+      bytes.size() <= detail::kCompactStringMaxBytes ? layouts.compact : layouts.contiguous;
+  Dataset dataset = group.create_dataset(link, type, Dataspace::scalar(), layout);
   dataset.write(type, bytes.data());
   return dataset;
 }
 
 // Creates the entry's dataset and writes its value; the checksum attribute comes later.
-Dataset write_entry(GroupHandle& group, const Entry& entry) {
+Dataset write_entry(GroupHandle& group, const Entry& entry, const Layouts& layouts) {
   const std::string link = hdf5_link_name(entry.name);
   switch (entry.kind()) {
     case Kind::kFloat32Array:
-      return write_array(group, link, std::get<FloatArray>(entry.value));
+      return write_array(group, link, std::get<FloatArray>(entry.value), layouts);
     case Kind::kInt64:
       return write_scalar(group, link, H5T_STD_I64LE, H5T_NATIVE_INT64,
-                          std::get<std::int64_t>(entry.value));
+                          std::get<std::int64_t>(entry.value), layouts);
     case Kind::kUInt64:
       return write_scalar(group, link, H5T_STD_U64LE, H5T_NATIVE_UINT64,
-                          std::get<std::uint64_t>(entry.value));
+                          std::get<std::uint64_t>(entry.value), layouts);
     case Kind::kFloat64:
       return write_scalar(group, link, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
-                          std::get<double>(entry.value));
+                          std::get<double>(entry.value), layouts);
     case Kind::kString:
-      return write_string(group, link, std::get<std::string>(entry.value));
+      return write_string(group, link, std::get<std::string>(entry.value), layouts);
   }
   throw CheckpointError(entry_path(entry.group, entry.name) + ": invalid kind");
 }
@@ -191,18 +205,26 @@ void write_file(const std::filesystem::path& path, const Header& header, const S
       }
       // checksums[i] belongs to entry i; the hasher only reads the tree (no HDF5 calls) and
       // is joined before the attributes are written (or, on an exception, on unwinding).
+      // Below kHashThreadMinBytes hashing takes less time than starting a thread: inline.
       const std::vector<Entry>& entries = tree.entries();
       std::vector<std::uint64_t> checksums(entries.size());
-      std::jthread hasher([&entries, &checksums] {
+      const auto hash_all = [&entries, &checksums] {
         for (std::size_t i = 0; i < entries.size(); ++i) checksums[i] = checksum_of(entries[i]);
-      });
+      };
+      std::jthread hasher;
+      if (tree.payload_bytes() >= kHashThreadMinBytes)
+        hasher = std::jthread(hash_all);
+      else
+        hash_all();
+      const Layouts layouts;
       std::vector<Dataset> datasets;
       datasets.reserve(entries.size());
       for (const Entry& entry : entries) {
         where = "writing " + entry_path(entry.group, entry.name);
-        datasets.push_back(write_entry(groups[static_cast<std::size_t>(entry.group)], entry));
+        datasets.push_back(
+            write_entry(groups[static_cast<std::size_t>(entry.group)], entry, layouts));
       }
-      hasher.join();
+      if (hasher.joinable()) hasher.join();
       for (std::size_t i = 0; i < entries.size(); ++i) {
         where = "writing the checksum of " + entry_path(entries[i].group, entries[i].name);
         write_checksum(datasets[i], checksums[i]);

@@ -74,6 +74,8 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--test-kill-step", c.hooks.kill_step)->group("");
   train->add_option("--test-crash-phase", c.hooks.crash_phase)->group("");
   train->add_option("--test-crash-step", c.hooks.crash_step)->group("");
+  train->add_option("--test-save-cost-s", c.hooks.save_cost_s)->delimiter(',')->group("");
+  train->add_option("--test-step-s", c.hooks.step_s)->group("");
 
   train->callback([&run, config] {
     run = [config]() -> int {

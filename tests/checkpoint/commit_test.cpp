@@ -181,6 +181,42 @@ TEST_CASE("newest_valid falls back past corrupt, renamed and foreign files",
   CHECK(rejected.size() == 5);
 }
 
+TEST_CASE("newest_valid takes a newer whole checkpoint that LATEST does not name yet",
+          "[checkpoint][commit]") {
+  // A crash after commit() and before update_latest(): step 200 is renamed (and fsynced), but
+  // LATEST still names step 100. The newest checkpoint that verifies is 200 (DESIGN §5).
+  TempDir dir;
+  const StateTree tree = sample_tree();
+  const Expected expected = Expected::of(tree);
+  save(dir.path(), 100, tree, 10);
+  commit(dir.path(), write_partial(dir.path(), 200, header_at(200), tree));
+  write_partial(dir.path(), 300, header_at(300), tree);  // a save that never committed
+  REQUIRE(read_latest(dir.path()) == dir / "step-00000100.h5");
+  std::vector<std::string> rejected;
+  const auto loaded = load_newest_valid(dir.path(), expected, &rejected);
+  REQUIRE(loaded.has_value());
+  CHECK(loaded->path == dir / "step-00000200.h5");
+  CHECK(loaded->header.step == 200);
+  CHECK(rejected.empty());
+
+  // The same file torn (cut in half): it is reported by name and reason, LATEST's is used.
+  const Bytes whole = read_bytes(dir / "step-00000200.h5");
+  write_bytes(dir / "step-00000200.h5", Bytes(whole.begin(), whole.begin() + whole.size() / 2));
+  rejected.clear();
+  CHECK(newest_valid(dir.path(), expected, &rejected) == dir / "step-00000100.h5");
+  REQUIRE(rejected.size() == 1);
+  CHECK_THAT(rejected[0], Contains("step-00000200.h5: ") && Contains("truncated"));
+
+  // LATEST naming a file that is gone is reported; the newest valid file is still found.
+  fs::remove(dir / "step-00000200.h5");
+  fs::remove(dir / "step-00000100.h5");
+  commit(dir.path(), write_partial(dir.path(), 50, header_at(50), tree));
+  rejected.clear();
+  CHECK(newest_valid(dir.path(), expected, &rejected) == dir / "step-00000050.h5");
+  REQUIRE(rejected.size() == 1);
+  CHECK_THAT(rejected[0], Contains("LATEST: names step-00000100.h5, which does not exist"));
+}
+
 TEST_CASE("the crash hook sees every phase in order", "[checkpoint][commit]") {
   TempDir dir;
   HookGuard guard;
@@ -197,7 +233,7 @@ TEST_CASE("SIGKILL at any phase of a save leaves a resumable directory",
   const Expected expected = Expected::of(tree);
   // phase -> the checkpoint a resume must pick (0: no crash)
   const std::vector<std::pair<int, std::uint64_t>> table = {
-      {kAfterPartialWritten, 100}, {kAfterRename, 100}, {kAfterDirectorySync, 100},
+      {kAfterPartialWritten, 100}, {kAfterRename, 200}, {kAfterDirectorySync, 200},
       {kAfterLatest, 200},         {kDuringPrune, 200}, {0, 200}};
   for (const auto& [phase, resume_step] : table) {
     DYNAMIC_SECTION("killed at phase " << phase) {

@@ -6,6 +6,7 @@
 # 3. the final checkpoints agree: bitwise in /model /optimizer /schedule /data /rng and the
 #    same losses in metrics.jsonl when N_RESUME = N_FIRST; otherwise every array within
 #    1e-5 relative (‖a − b‖ / ‖b‖, `ringtrain inspect --compare`)
+# If EXPECT_RESUMED is set (a checkpoint file name), the resume must start from that file.
 set -u
 ringtrain=$1 mpiexec=$2 n_first=$3 n_resume=$4 fault=$5; shift 5
 [[ "$1" == "--" ]] && shift
@@ -18,8 +19,13 @@ export MPIEXEC_TIMEOUT=120
 "$mpiexec" -n "$n_first" "$ringtrain" train "$@" --quiet --run-dir B $fault >b1.log 2>&1 && fail "the fault did not stop the run"
 "$mpiexec" -n "$n_resume" "$ringtrain" train "$@" --run-dir B --resume auto >b2.log 2>&1 || fail "resume failed"
 grep -qE "resumed from|no checkpoint to resume from" b2.log || fail "the second attempt did not resume"
+if [[ -n ${EXPECT_RESUMED:-} ]]; then
+  grep -q "resumed from B/checkpoints/$EXPECT_RESUMED " b2.log ||
+    fail "expected a resume from $EXPECT_RESUMED: $(grep -E 'resumed from|no checkpoint' b2.log)"
+fi
 last=$(cat A/checkpoints/LATEST)
 [[ -f B/checkpoints/$last ]] || fail "resumed run has no $last"
+[[ $(cat B/checkpoints/LATEST) == "$last" ]] || fail "resumed run's LATEST names $(cat B/checkpoints/LATEST), not $last"
 for g in model optimizer schedule data rng; do
   if [[ $n_first == "$n_resume" ]]; then
     h5diff "A/checkpoints/$last" "B/checkpoints/$last" "/$g" "/$g" >/dev/null || fail "/$g differs"

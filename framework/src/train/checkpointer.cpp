@@ -1,9 +1,9 @@
 // Collective save and resume (see checkpointer.hpp for the protocol).
 #include "ringtrain/framework/train/checkpointer.hpp"
 
-#include <chrono>
-
 #include <fmt/format.h>
+
+#include <chrono>
 
 #include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/error.hpp"
@@ -53,10 +53,19 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
     throw AgreedError(fmt::format("checkpoint at step {} failed on rank 0: {}", state.progress.step,
                                   error.empty() ? "see its message" : error));
   if (writer) {
-    const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
-    checkpoint::update_latest(dir_, final_path.filename());
-    checkpoint::prune(dir_, keep_);
+    try {
+      const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
+      checkpoint::update_latest(dir_, final_path.filename());
+      checkpoint::prune(dir_, keep_);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
+  // The other ranks wait here for the commit, rather than in the next step's collective: the
+  // save then costs every rank the same time, and a failed commit stops every rank.
+  if (!all_agree(comm_, error.empty()))
+    throw AgreedError(fmt::format("checkpoint at step {}: commit failed on rank 0: {}",
+                                  state.progress.step, error.empty() ? "see its message" : error));
   return now_s() - start;
 }
 
@@ -69,7 +78,8 @@ std::optional<std::filesystem::path> Checkpointer::resume(
   try {
     if (what == "auto") {
       std::vector<std::string> rejected;
-      if (std::filesystem::exists(dir_)) loaded = checkpoint::load_newest_valid(dir_, expected, &rejected);
+      if (std::filesystem::exists(dir_))
+        loaded = checkpoint::load_newest_valid(dir_, expected, &rejected);
       if (comm_.rank() == 0)
         for (const std::string& r : rejected) report("skipping checkpoint " + r);
     } else {
@@ -77,6 +87,13 @@ std::optional<std::filesystem::path> Checkpointer::resume(
       l.path = what;
       l.tree = checkpoint::read_file(what, expected, &l.header);
       loaded = std::move(l);
+    }
+    if (loaded) {
+      try {
+        check_compatible(loaded->tree, state);
+      } catch (const UsageError& e) {
+        throw UsageError(loaded->path.string() + ": " + e.what());
+      }
     }
   } catch (const std::exception& e) {
     error = e.what();
@@ -89,11 +106,37 @@ std::optional<std::filesystem::path> Checkpointer::resume(
   std::uint64_t lo = 0, hi = 0;
   collectives::allreduce_min_max(comm_, step, lo, hi);
   if (lo != hi)
-    throw AgreedError(fmt::format("ranks found different checkpoints to resume from (steps {} to {}): "
-                                  "is {} the same folder on every node?", lo == 0 ? 0 : lo - 1,
-                                  hi - 1, dir_.string()));
+    throw AgreedError(
+        fmt::format("ranks found different checkpoints to resume from (steps {} to {}): "
+                    "is {} the same folder on every node?",
+                    lo == 0 ? 0 : lo - 1, hi - 1, dir_.string()));
   if (!loaded) return std::nullopt;
   restore(loaded->tree, state);
+  // A save interrupted after its rename (commit.hpp, steps 4-5) left the file we resume from
+  // without LATEST naming it: finish that save's protocol now. Every rank is done reading.
+  if (what == "auto") {
+    if (comm_.rank() == 0) {
+      try {
+        std::optional<std::filesystem::path> latest;
+        try {
+          latest = checkpoint::read_latest(dir_);
+        } catch (const checkpoint::CheckpointError&) {
+          // a garbage LATEST was reported above; it is replaced here
+        }
+        if (!latest || latest->filename() != loaded->path.filename()) {
+          checkpoint::update_latest(dir_, loaded->path.filename());
+          checkpoint::prune(dir_, keep_);
+          report("LATEST now names " + loaded->path.filename().string() +
+                 " (its save was interrupted before LATEST moved, or LATEST was unusable)");
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!all_agree(comm_, error.empty()))
+      throw AgreedError(error.empty() ? "resume failed on rank 0 (see its message)"
+                                      : "cannot resume: " + error);
+  }
   return loaded->path;
 }
 

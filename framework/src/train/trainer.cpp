@@ -1,19 +1,20 @@
 // The training loop (see trainer.hpp for the step recipe).
 #include "ringtrain/framework/train/trainer.hpp"
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <filesystem>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
-#include <fmt/format.h>
-
+#include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/checkpoint/interval.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/blas.hpp"
@@ -23,14 +24,13 @@
 #include "ringtrain/framework/loss.hpp"
 #include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/optim/schedule.hpp"
+#include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/progress.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
-#include "ringtrain/checkpoint/commit.hpp"
-#include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/replica_check.hpp"
+#include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/stop_signals.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
-#include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/watchdog.hpp"
 
 namespace ringtrain {
@@ -307,30 +307,35 @@ TrainResults Trainer::run() {
     if (from) {
       say(fmt::format("resumed from {} at step {} (epoch {}, position {})", from->string(),
                       state_progress.step, sampler.state().epoch, sampler.state().position));
-      if (leader) run_dir->truncate_metrics_after(state_progress.step);
+      if (leader) {
+        run_dir->truncate_metrics_after(state_progress.step);
+        run_dir->append_metrics(
+            {{"step", state_progress.step}, {"resumed_from", from->filename().string()}});
+      }
     } else {
       say("no checkpoint to resume from in " + checkpointer.dir().string() + ": starting at step 0");
-      if (leader) run_dir->truncate_metrics_after(0);  // an attempt killed before its first save
+      if (leader) {
+        run_dir->truncate_metrics_after(0);  // an attempt killed before its first save
+        run_dir->append_metrics({{"step", 0}, {"resumed_from", nullptr}});
+      }
     }
   }
   TrainingProgress& prog = state_progress;
 
   // --- checkpoint interval: fixed K, or Young/Daly from the measured save cost ---
-  const bool checkpointing = true;  // always at the end; periodically if asked
+  // Always a save at the end; periodic ones every K steps, or every τ = √(2·C·μ) of useful
+  // compute (checkpoint/interval.hpp), first measured one --log-every after the start.
   const bool auto_interval = config_.checkpoint_every == "auto";
-  std::uint64_t save_every = auto_interval ? config_.log_every : parse_size_list(config_.checkpoint_every, "--checkpoint-every").at(0);
-  double save_cost_used_s = 0.0;
-  auto plan_interval = [&](double cost_s) {
-    // τ = √(2·C·μ) of useful compute, in steps at the measured step time
-    const double mean_step = prog.useful_compute_s / double(std::max<std::uint64_t>(1, prog.step));
-    const double tau = std::sqrt(2.0 * cost_s * config_.mtbf_s);
-    save_every = std::max<std::uint64_t>(1, std::uint64_t(std::llround(tau / std::max(mean_step, 1e-9))));
-    save_cost_used_s = cost_s;
-    say(fmt::format("checkpoint interval (Young/Daly): save cost C = {:.3f} s, MTBF = {:.0f} s, "
-                    "tau = sqrt(2 C MTBF) = {:.1f} s = {} steps of {:.4f} s; predicted overhead "
-                    "C/tau + tau/(2 MTBF) = {:.2f} %", cost_s, config_.mtbf_s, tau, save_every, mean_step,
-                    100.0 * (cost_s / tau + tau / (2.0 * config_.mtbf_s))));
-  };
+  checkpoint::SaveSchedule schedule_of_saves =
+      auto_interval
+          ? checkpoint::SaveSchedule::young_daly(config_.mtbf_s, prog.step, config_.log_every)
+          : checkpoint::SaveSchedule::every(
+                parse_size_list(config_.checkpoint_every, "--checkpoint-every").at(0));
+  std::size_t saves_done = 0;
+  // The step time the plan converts τ with: this attempt's mean, without its first step (it
+  // pays for first touches and connection set-up, 100x a later step at N=2 here).
+  double warm_compute_s = 0.0;
+  std::uint64_t warm_steps = 0;
   auto save = [&](const char* why) {
     watchdog.enter("checkpoint save", prog.step);
     if (hooks.crash_phase > 0 && hooks.crash_step == prog.step && rank == 0)
@@ -339,8 +344,41 @@ TrainResults Trainer::run() {
       });
     const double cost = checkpointer.save(state, sampler.state().epoch);
     watchdog.leave();
-    if (leader && run_dir)
-      run_dir->append_metrics({{"step", prog.step}, {"checkpoint_s", cost}, {"reason", why}});
+    nlohmann::json record = {{"step", prog.step}, {"checkpoint_s", cost}, {"reason", why}};
+    if (auto_interval) {
+      // Every rank must plan the same interval: the save costs as much as its slowest rank,
+      // and a step lasts as long as its slowest rank.
+      const double step_s =
+          warm_steps > 0 ? warm_compute_s / double(warm_steps)
+                         : prog.useful_compute_s / double(std::max<std::uint64_t>(1, prog.step));
+      double agreed[2] = {cost, step_s};
+      coll::allreduce_max(comm_, std::span<double>(agreed));
+      if (!hooks.save_cost_s.empty())  // test hooks: fixed cost and step time, a known plan
+        agreed[0] = hooks.save_cost_s[std::min(saves_done, hooks.save_cost_s.size() - 1)];
+      if (hooks.step_s > 0) agreed[1] = hooks.step_s;
+      record["agreed_cost_s"] = agreed[0];
+      if (leader) run_dir->append_metrics(record);
+      if (const auto plan = schedule_of_saves.saved(prog.step, agreed[0], agreed[1])) {
+        say(fmt::format(
+            "checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
+            "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
+            "C/tau + tau/(2 mu) = {:.4g} %",
+            plan->cost_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
+            100.0 * plan->predicted_overhead));
+        if (leader)
+          run_dir->append_metrics({{"step", prog.step},
+                                   {"interval_plan",
+                                    {{"cost_s", plan->cost_s},
+                                     {"mtbf_s", plan->mtbf_s},
+                                     {"tau_s", plan->tau_s},
+                                     {"step_s", plan->step_s},
+                                     {"every_steps", plan->every_steps},
+                                     {"predicted_overhead", plan->predicted_overhead}}}});
+      }
+    } else if (leader) {
+      run_dir->append_metrics(record);
+    }
+    ++saves_done;
     return cost;
   };
 
@@ -359,7 +397,8 @@ TrainResults Trainer::run() {
   double last_loss = NAN;
   bool stopped_by_signal = false;
 
-  for (std::uint64_t step = prog.step; step < total_steps; ++step) {
+  const std::uint64_t start_step = prog.step;
+  for (std::uint64_t step = start_step; step < total_steps; ++step) {
     const double t0 = now_s();
     watchdog.enter("forward/backward", step);
     // 1. this step's global batch and this rank's slice of it
@@ -418,6 +457,10 @@ TrainResults Trainer::run() {
     window_compute += (t1 - t0) + (t3 - t2);
     window_comm += t2 - t1;
     prog.useful_compute_s += t3 - t0;
+    if (step > start_step) {
+      warm_compute_s += t3 - t0;
+      ++warm_steps;
+    }
     prog.samples_seen += batch_samples;
     prog.step = step + 1;
     const std::uint64_t done = prog.step;
@@ -479,10 +522,8 @@ TrainResults Trainer::run() {
     }
     // Checkpoints: every K steps (or the Young/Daly interval), at a stop signal, at the end.
     const bool last = done == total_steps || results.target_reached;
-    if (checkpointing && (stop_now || last || (save_every > 0 && done % save_every == 0))) {
-      const double cost = save(stop_now ? "signal" : last ? "end" : "interval");
-      if (auto_interval && (save_cost_used_s == 0.0 || cost > 1.5 * save_cost_used_s || cost < save_cost_used_s / 1.5))
-        plan_interval(cost);  // first save, or the cost drifted: re-plan τ
+    if (stop_now || last || schedule_of_saves.due(done)) {
+      save(stop_now ? "signal" : last ? "end" : "interval");
       window_start = now_s();  // save time is not step time
     }
     progress.update(done, fmt::format("loss {:.4f}  lr {:.4g}", last_loss, learning_rate(schedule, step)));

@@ -1,19 +1,26 @@
 // Capture and restore of the training state (see training_state.hpp for the layout).
 #include "ringtrain/framework/train/training_state.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "ringtrain/framework/error.hpp"
 
 namespace ringtrain {
 namespace {
 
 using checkpoint::Group;
 
-checkpoint::Dims dims_of(const Shape& shape) { return checkpoint::Dims(shape.begin(), shape.end()); }
+checkpoint::Dims dims_of(const Shape& shape) {
+  return checkpoint::Dims(shape.begin(), shape.end());
+}
 
 void put_store(checkpoint::StateTree& tree, const ParameterStore& store) {
   for (std::size_t p = 0; p < store.count(); ++p) {
     const ParameterEntry& e = store.entry(p);
-    tree.put_array(Group::kModel, e.name, dims_of(e.shape), store.values().subspan(e.offset, e.size));
+    tree.put_array(Group::kModel, e.name, dims_of(e.shape),
+                   store.values().subspan(e.offset, e.size));
   }
 }
 
@@ -52,8 +59,9 @@ checkpoint::StateTree capture(const TrainingState& s) {
   tree.put_u64(Group::kData, "global_batch", s.sampler.global_batch());
 
   tree.put_u64(Group::kRng, "seed", s.seed);
-  tree.put_string(Group::kRng, "generator",
-                  "counter-based: splitmix64 finaliser over (seed, stream, key words); no hidden state");
+  tree.put_string(
+      Group::kRng, "generator",
+      "counter-based: splitmix64 finaliser over (seed, stream, key words); no hidden state");
 
   const TrainingProgress& p = s.progress;
   tree.put_u64(Group::kProgress, "step", p.step);
@@ -67,6 +75,27 @@ checkpoint::StateTree capture(const TrainingState& s) {
   tree.put_f64(Group::kProgress, "window_samples", p.window_samples);
   tree.put_u64(Group::kProgress, "window_steps", p.window_steps);
   return tree;
+}
+
+void check_compatible(const checkpoint::StateTree& tree, const TrainingState& s) {
+  const struct {
+    const char* what;
+    std::uint64_t in_file, here;
+    const char* flag;
+  } facts[] = {
+      {"seed", tree.u64(Group::kData, "seed"), s.sampler.state().seed, "--seed"},
+      {"seed", tree.u64(Group::kRng, "seed"), s.seed, "--seed"},
+      {"global batch", tree.u64(Group::kData, "global_batch"), s.sampler.global_batch(),
+       "--global-batch"},
+      {"training set size", tree.u64(Group::kData, "dataset_size"), s.sampler.dataset_size(),
+       "--data"},
+  };
+  for (const auto& f : facts)
+    if (f.in_file != f.here)
+      throw UsageError(fmt::format(
+          "the checkpoint was written with {} {}, this run has {} {}: resume with the same {} "
+          "(the sample order and all randomness depend on it)",
+          f.what, f.in_file, f.what, f.here, f.flag));
 }
 
 void restore(const checkpoint::StateTree& tree, const TrainingState& s) {

@@ -10,8 +10,9 @@
 //                     and stray *.partial / LATEST.tmp files
 //
 // A crash between any two steps leaves a directory from which newest_valid() resumes: the
-// last committed checkpoint that verifies. A name is "committed" iff it matches
-// step-<8 or more digits>.h5; nothing else in the directory is ever read as a checkpoint.
+// committed checkpoint with the highest step that verifies (not necessarily LATEST's). A
+// name is "committed" iff it matches step-<8 or more digits>.h5; nothing else in the
+// directory is ever read as a checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +44,16 @@ std::filesystem::path write_partial(const std::filesystem::path& dir, std::uint6
 // `dir`; returns the final path. Throws CheckpointError.
 // Crash before the rename: as after step 1. Crash after the rename but before the directory
 // fsync: the rename may or may not survive; either way the file under either name is whole
-// (it was fsynced before), and LATEST still names the previous checkpoint.
+// (it was fsynced before), and LATEST still names the previous checkpoint; a resume takes
+// the new file if its name survived (newest_valid goes by step, not by LATEST).
 std::filesystem::path commit(const std::filesystem::path& dir,
                              const std::filesystem::path& partial);
 
 // Step 4. Points LATEST at `final_name` (a file name in `dir`) atomically: LATEST.tmp is
 // written and fsynced, renamed over LATEST, and `dir` fsynced. Throws CheckpointError.
 // Crash before the rename: LATEST names the previous checkpoint (still present: prune has
-// not run) and LATEST.tmp is a stray file. Crash after: LATEST names the new one.
+// not run) and LATEST.tmp is a stray file; the new checkpoint is whole and is resumed from.
+// Crash after: LATEST names the new one.
 void update_latest(const std::filesystem::path& dir, const std::filesystem::path& final_name);
 
 // The checkpoint LATEST names, as dir/<name>; nullopt if LATEST is absent. Throws
@@ -68,10 +71,13 @@ std::vector<std::filesystem::path> prune(const std::filesystem::path& dir, std::
 // that does not match the pattern). Empty if `dir` does not exist.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
 
-// The checkpoint to resume from: LATEST's target if it reads and verifies against
-// `expected` (read_file, all checksums) and its header step matches its name; otherwise each
-// committed checkpoint newest first. Each file that fails is appended to *rejected (if
-// given) as "<file name>: <reason>". nullopt if none verifies.
+// The checkpoint to resume from: the committed checkpoint with the highest step that reads
+// and verifies against `expected` (read_file, all checksums) and whose header step matches
+// its name, trying each newest first. LATEST does not decide: after a crash between commit
+// and update_latest the newest file is whole but LATEST still names the previous one. Each
+// file that fails is appended to *rejected (if given) as "<file name>: <reason>", and so is
+// a LATEST that is unreadable or names a missing file ("LATEST: <reason>"). nullopt if none
+// verifies.
 std::optional<std::filesystem::path> newest_valid(const std::filesystem::path& dir,
                                                   const Expected& expected,
                                                   std::vector<std::string>* rejected = nullptr);

@@ -7,8 +7,11 @@
 //   3. rank 0 renames it to step-XXXXXXXX.h5 and fsyncs the folder   crash before: .partial ignored
 //   4. rank 0 moves LATEST to it (temp file + rename + fsync)        crash before: LATEST is old
 //   5. rank 0 prunes beyond the newest K                             crash during: files stay valid
+//   6. all ranks agree that steps 3-5 succeeded (one allreduce)      every rank blocks as long
 // resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
 // file), then the ranks agree on the step they loaded (MIN/MAX allreduce): all or none resume.
+// With "auto", rank 0 then points LATEST at the file it resumed from if LATEST named another
+// (a save killed between its rename and LATEST) and prunes: the interrupted save is finished.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +32,9 @@ class Checkpointer {
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
                std::string config_json);
 
-  // Collective. Returns the seconds the save blocked this rank (the save cost C).
-  // Throws AgreedError on every rank if rank 0 could not write.
+  // Collective. Returns the seconds the save blocked this rank (the save cost C; about the
+  // same on every rank, since all wait for rank 0's commit). Throws AgreedError on every rank
+  // if rank 0 could not write or commit.
   double save(const TrainingState& state, std::uint64_t epoch);
 
   // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the

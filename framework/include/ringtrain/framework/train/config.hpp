@@ -81,6 +81,11 @@ struct TrainConfig {
     std::uint64_t kill_step = 0;
     int crash_phase = 0;        // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
     std::uint64_t crash_step = 0;
+    // --checkpoint-every auto plans with these save costs instead of the measured ones: the
+    // k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured. Both
+    // hooks make the intervals known in advance; the measured path is tested without them.
+    std::vector<double> save_cost_s;
+    double step_s = 0.0;  // > 0: the plan converts τ to steps with this step time
   } hooks;
 
   // Throws UsageError naming the flag and value for anything out of range. world_size is

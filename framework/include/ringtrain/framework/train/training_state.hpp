@@ -1,7 +1,8 @@
 // The training state as a checkpoint state tree (DESIGN §5), and back.
 //
-//   /model       parameters by name ("layers.0.linear/weight"), buffers ("layers.1.batchnorm/running_mean")
-//   /optimizer   "<state>/<parameter>" per optimizer state tensor ("momentum/layers.0.linear/weight"),
+//   /model       parameters by name ("layers.0.linear/weight"), buffers
+//   ("layers.1.batchnorm/running_mean") /optimizer   "<state>/<parameter>" per optimizer state
+//   tensor ("momentum/layers.0.linear/weight"),
 //                "step_count", "describe"
 //   /schedule    "step" (the schedule is a pure function of config and step), "describe"
 //   /data        sampler "seed", "epoch", "position"
@@ -23,9 +24,9 @@ namespace ringtrain {
 
 // Counters of the training loop that a checkpoint must carry.
 struct TrainingProgress {
-  std::uint64_t step = 0;          // optimizer steps completed (skipped ones included)
+  std::uint64_t step = 0;  // optimizer steps completed (skipped ones included)
   std::uint64_t samples_seen = 0;
-  double useful_compute_s = 0.0;   // time spent in steps that this state contains
+  double useful_compute_s = 0.0;  // time spent in steps that this state contains
   std::uint64_t skipped_steps = 0;
   std::uint64_t nonfinite_in_a_row = 0;
   double best_test_accuracy = 0.0;
@@ -46,6 +47,12 @@ struct TrainingState {
 };
 
 checkpoint::StateTree capture(const TrainingState& state);
+
+// Throws UsageError unless the tree was written by a run with the same data order: the same
+// seed (/data/seed, /rng/seed), training set size and global batch as `state`. The file's
+// layout (model, optimizer) is checked by reading it against Expected::of(capture(state));
+// this checks the values a layout cannot show. Call it before restore.
+void check_compatible(const checkpoint::StateTree& tree, const TrainingState& state);
 
 // Overwrites the state from a tree that was read against the schema of capture(state)
 // (checkpoint::Expected::of), so every entry exists with the right shape.

@@ -1,0 +1,71 @@
+// When to save: every K steps, or the Young/Daly interval from the measured save cost
+// (DESIGN §1.6, §5). Pure arithmetic on numbers the caller measured and agreed across ranks;
+// no HDF5, no MPI, no clock.
+//
+//   C   save cost: seconds one save blocks training (the slowest rank's)
+//   μ   the job's mean time between failures (--mtbf), seconds
+//   τ   interval between saves in seconds of useful compute: τ = √(2·C·μ)  (Young 1974;
+//       Daly's first-order optimum for C ≪ μ)
+//   s   mean step time (useful compute per step); the interval in steps is round(τ / s) ≥ 1
+//   predicted overhead = C/τ + τ/(2μ): save time per useful second, plus the expected replay
+//       (half an interval lost per failure, one failure per μ); at τ = √(2Cμ) both terms are
+//       equal and the sum is √(2C/μ)
+//
+// The first save happens after `first_save_steps` steps (a cost must be measured before it
+// can be planned); each save's cost is compared with the one the plan used, and a cost
+// that drifted by more than kDriftFactor either way re-plans τ. The next save is due one
+// interval after the last save.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace ringtrain::checkpoint {
+
+struct IntervalPlan {
+  double cost_s = 0.0;              // C used
+  double mtbf_s = 0.0;              // μ
+  double step_s = 0.0;              // s used
+  double tau_s = 0.0;               // √(2·C·μ)
+  std::uint64_t every_steps = 0;    // max(1, round(τ / s))
+  double predicted_overhead = 0.0;  // C/τ + τ/(2μ), a fraction (0.01 = 1 %)
+};
+
+// The Young/Daly plan. Throws CheckpointError unless cost_s >= 0, mtbf_s > 0, step_s >= 0
+// and all are finite (a zero step time counts as 1 ns; a zero cost gives every_steps 1).
+IntervalPlan young_daly(double cost_s, double mtbf_s, double step_s);
+
+class SaveSchedule {
+ public:
+  inline static constexpr double kDriftFactor = 1.5;
+
+  // Every `every_steps` steps counted from step 0 (step % K == 0, so restarts keep the same
+  // save steps); 0: no periodic saves.
+  static SaveSchedule every(std::uint64_t every_steps);
+  // Young/Daly with job MTBF `mtbf_s` (> 0); the first save `first_save_steps` (>= 1) steps
+  // after `start_step` (the step training starts or resumes at) measures C.
+  static SaveSchedule young_daly(double mtbf_s, std::uint64_t start_step,
+                                 std::uint64_t first_save_steps);
+
+  // True if a periodic save is due after completing step `done` (steps counted from 1).
+  bool due(std::uint64_t done) const;
+
+  // Tell the schedule that a save (periodic or not) completed after step `done`, costing
+  // cost_s, at mean step time step_s. Fixed schedules ignore it. Young/Daly returns the new
+  // plan when it (re)planned: on the first save, or when cost_s left [C/kDriftFactor,
+  // C·kDriftFactor] of the plan's C; nullopt otherwise. The next save is due `every_steps`
+  // after `done`.
+  std::optional<IntervalPlan> saved(std::uint64_t done, double cost_s, double step_s);
+
+  // The plan in force (nullopt before the first save, or for a fixed schedule).
+  const std::optional<IntervalPlan>& plan() const { return plan_; }
+
+ private:
+  bool auto_ = false;
+  double mtbf_s_ = 0.0;
+  std::uint64_t every_ = 0;     // fixed: K
+  std::uint64_t next_due_ = 0;  // auto: the step after which the next save is due
+  std::optional<IntervalPlan> plan_;
+};
+
+}  // namespace ringtrain::checkpoint
