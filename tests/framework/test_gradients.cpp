@@ -141,13 +141,16 @@ TEST_CASE("Conv2d gradients match finite differences", "[gradcheck][conv2d]") {
 
 TEST_CASE("MaxPool2d gradients match finite differences", "[gradcheck]") {
   std::mt19937 rng(5);
-  for (auto [k, s] : {std::pair<std::size_t, std::size_t>{2, 0}, {3, 2}, {2, 3}}) {
-    INFO("MaxPool2d(kernel " << k << ", stride " << s << ")");
-    MaxPool2d layer(k, s);
-    LayerRig rig(layer, {3, 7, 8}, 2, rng);
-    require_all_pass(
-        check_layer_gradients(rig, distinct_shuffled(rig.in_size(2), rng), 2, {}, 1e-2f, rng));
-  }
+  // Planes: odd height; the 2x2 path's widths of 4 windows, 6 (a last group that overlaps
+  // the one before, odd width) and 2 (the scalar loop).
+  for (const Shape& input : {Shape{3, 7, 8}, Shape{2, 4, 13}, Shape{2, 5, 5}})
+    for (auto [k, s] : {std::pair<std::size_t, std::size_t>{2, 0}, {3, 2}, {2, 3}}) {
+      INFO("MaxPool2d(kernel " << k << ", stride " << s << ") on " << to_string(input));
+      MaxPool2d layer(k, s);
+      LayerRig rig(layer, input, 2, rng);
+      require_all_pass(
+          check_layer_gradients(rig, distinct_shuffled(rig.in_size(2), rng), 2, {}, 1e-2f, rng));
+    }
 }
 
 TEST_CASE("Flatten gradients match finite differences", "[gradcheck]") {

@@ -3,6 +3,7 @@
 //     one over the whole buffer restricted to [a, b) (what ZeRO-1 shards rely on);
 //   - resume: copying state() and step_count() into a fresh optimizer continues the same
 //     computation bit for bit (what checkpoints rely on);
+//   - thread count: a step split over 2 or 3 threads gives, bit for bit, the 1-thread step;
 //   - empty ranges work; wrong extents and invalid configurations throw UsageError.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/optim/optimizer.hpp"
 
@@ -75,6 +77,35 @@ TEST_CASE("an optimizer over a sub-range equals the whole-buffer one restricted 
           same_state = same_state && sw[k].values[i] == sp[k].values[i - a];
         CHECK(same_state);
       }
+    }
+  }
+}
+
+TEST_CASE("a step split over the rank's threads equals the 1-thread step, bit for bit", "[optim]") {
+  // Sizes: below one part (no split), two and three parts with remainders, not a multiple
+  // of the 16-float alignment of the part boundaries.
+  for (const std::size_t n : {std::size_t{1000}, std::size_t{131'072 + 7}, std::size_t{300'001}}) {
+    for (const auto& config : all_configs()) {
+      INFO(make_optimizer(config, 1)->describe() << ", " << n << " elements");
+      std::vector<std::vector<float>> results;
+      std::vector<std::vector<float>> states;
+      for (const int threads : {1, 2, 3}) {
+        blas::ScopedThreads budget(threads);
+        auto opt = make_optimizer(config, n);
+        CHECK(opt->planned_parts() ==
+              std::min<std::size_t>(std::size_t(threads), n / 65'536 > 0 ? n / 65'536 : 1));
+        std::vector<float> p = pattern(n, 0.25f);
+        for (int s = 0; s < 3; ++s) opt->step(p, pattern(n, 2.0f + float(s)), 0.05f);
+        results.push_back(p);
+        states.push_back({});
+        for (const auto& view : opt->state())
+          states.back().insert(states.back().end(), view.values.begin(), view.values.end());
+      }
+      CHECK(results[0] != pattern(n, 0.25f));  // the steps moved the parameters
+      CHECK(results[1] == results[0]);
+      CHECK(results[2] == results[0]);
+      CHECK(states[1] == states[0]);
+      CHECK(states[2] == states[0]);
     }
   }
 }

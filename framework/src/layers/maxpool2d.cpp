@@ -1,11 +1,11 @@
 // MaxPool2d: window maxima with remembered winners, and the scatter of dy back to them.
 #include "ringtrain/framework/layers/maxpool2d.hpp"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <emmintrin.h>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -52,7 +52,8 @@ void pool_2x2(const float* xp, float* yp, std::uint32_t* ap, std::size_t w, std:
         const __m128 mask = _mm_or_ps(_mm_cmpgt_ps(v, best), _mm_cmpunord_ps(v, v));
         const __m128i imask = _mm_castps_si128(mask);
         best = _mm_or_ps(_mm_and_ps(mask, v), _mm_andnot_ps(mask, best));
-        best_index = _mm_or_si128(_mm_and_si128(imask, v_index), _mm_andnot_si128(imask, best_index));
+        best_index =
+            _mm_or_si128(_mm_and_si128(imask, v_index), _mm_andnot_si128(imask, best_index));
       };
       take(_mm_shuffle_ps(t_lo, t_hi, _MM_SHUFFLE(3, 1, 3, 1)), _mm_add_epi32(index, one));
       take(_mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(2, 0, 2, 0)), _mm_add_epi32(index, row));
@@ -78,6 +79,55 @@ void pool_2x2(const float* xp, float* yp, std::uint32_t* ap, std::size_t w, std:
       arow[ow] = best;
     }
   }
+}
+
+// Backward of pool_2x2 for one plane: windows do not overlap, so every dx entry inside a
+// window is written once, with dy where the window's winner was and 0 elsewhere; no
+// zero-fill of dx first and no scatter. Four windows at a time: for window q the four
+// candidates are compared with the remembered winner and masked,
+//   tl = (a == top + 2ow) & dy,  tr = (a == top + 2ow + 1) & dy,  bl, br likewise,
+// then interleaved into rows: top row = tl0 tr0 tl1 tr1 ... (unpacklo / unpackhi).
+// A row or column that no window covers (odd H or W) gets 0: no gradient reaches it.
+void unpool_2x2(const float* dyp, const std::uint32_t* ap, float* dxp, std::size_t h, std::size_t w,
+                std::size_t ho, std::size_t wo) {
+  for (std::size_t oh = 0; oh < ho; ++oh) {
+    const std::uint32_t top = std::uint32_t(2 * oh * w), bottom = top + std::uint32_t(w);
+    const float* dyrow = dyp + oh * wo;
+    const std::uint32_t* arow = ap + oh * wo;
+    float* dtop = dxp + top;
+    float* dbottom = dxp + bottom;
+    const __m128i one = _mm_set1_epi32(1), row = _mm_set1_epi32(int(w));
+    auto four = [&](std::size_t ow) {  // windows ow .. ow + 3, as in pool_2x2
+      const __m128i tl_index =
+          _mm_add_epi32(_mm_set1_epi32(int(top + 2 * ow)), _mm_setr_epi32(0, 2, 4, 6));
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(arow + ow));
+      const __m128 g = _mm_loadu_ps(dyrow + ow);
+      auto pick = [&](__m128i index) {  // g where the winner is `index`, else 0
+        return _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a, index)), g);
+      };
+      const __m128 tl = pick(tl_index), tr = pick(_mm_add_epi32(tl_index, one));
+      const __m128i bl_index = _mm_add_epi32(tl_index, row);
+      const __m128 bl = pick(bl_index), br = pick(_mm_add_epi32(bl_index, one));
+      _mm_storeu_ps(dtop + 2 * ow, _mm_unpacklo_ps(tl, tr));
+      _mm_storeu_ps(dtop + 2 * ow + 4, _mm_unpackhi_ps(tl, tr));
+      _mm_storeu_ps(dbottom + 2 * ow, _mm_unpacklo_ps(bl, br));
+      _mm_storeu_ps(dbottom + 2 * ow + 4, _mm_unpackhi_ps(bl, br));
+    };
+    std::size_t ow = 0;
+    if (wo >= 4) {
+      for (; ow + 4 <= wo; ow += 4) four(ow);
+      if (ow < wo) four(wo - 4);  // overlaps the group before: writes the same values again
+    } else {
+      for (; ow < wo; ++ow) {
+        const std::uint32_t left = top + std::uint32_t(2 * ow);
+        for (const std::uint32_t q :
+             {left, left + 1, left + std::uint32_t(w), left + std::uint32_t(w) + 1})
+          dxp[q] = arow[ow] == q ? dyrow[ow] : 0.0f;
+      }
+    }
+    if (w % 2 == 1) dtop[w - 1] = dbottom[w - 1] = 0.0f;
+  }
+  if (h % 2 == 1) std::fill_n(dxp + (h - 1) * w, w, 0.0f);
 }
 
 }  // namespace
@@ -138,6 +188,12 @@ void MaxPool2d::backward(std::span<const float> /*x*/, std::span<const float> /*
                          const StepContext& /*ctx*/) {
   if (dx.empty()) return;
   const std::size_t plane_in = h_ * w_, plane_out = ho_ * wo_;
+  if (k_ == 2 && stride_ == 2) {
+    for (std::size_t plane = 0; plane < n * c_; ++plane)
+      unpool_2x2(dy.data() + plane * plane_out, argmax_.data() + plane * plane_out,
+                 dx.data() + plane * plane_in, h_, w_, ho_, wo_);
+    return;
+  }
   std::fill(dx.begin(), dx.begin() + std::ptrdiff_t(n * c_ * plane_in), 0.0f);
   for (std::size_t plane = 0; plane < n * c_; ++plane) {
     float* dxp = dx.data() + plane * plane_in;

@@ -30,20 +30,22 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   const float one_minus_b1 = float(1.0 - double(b1));
   const float one_minus_b2 = float(1.0 - double(b2));
 
-  float* p = params.data();
-  const float* grad = grads.data();
-  float* m = exp_avg_.data();
-  float* v = exp_avg_sq_.data();
-  const std::size_t n = params.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const float g = grad[i];
-    const float mi = b1 * m[i] + one_minus_b1 * g;        // m = β1·m + (1 − β1)·g
-    const float vi = b2 * v[i] + one_minus_b2 * (g * g);  // v = β2·v + (1 − β2)·g²
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = std::sqrt(vi) / bias_correction2_sqrt + eps;  // √v̂ + eps
-    p[i] = p[i] * decay - step_size * (mi / denom);  // grouped as PyTorch's addcdiv
-  }
+  // One range [begin, end) of the parts the step is split into (optimizer.hpp).
+  for_each_range([&](std::size_t begin, std::size_t end) {
+    float* p = params.data();
+    const float* grad = grads.data();
+    float* m = exp_avg_.data();
+    float* v = exp_avg_sq_.data();
+    for (std::size_t i = begin; i < end; ++i) {
+      const float g = grad[i];
+      const float mi = b1 * m[i] + one_minus_b1 * g;        // m = β1·m + (1 − β1)·g
+      const float vi = b2 * v[i] + one_minus_b2 * (g * g);  // v = β2·v + (1 − β2)·g²
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = std::sqrt(vi) / bias_correction2_sqrt + eps;  // √v̂ + eps
+      p[i] = p[i] * decay - step_size * (mi / denom);  // grouped as PyTorch's addcdiv
+    }
+  });
 }
 
 std::vector<OptimizerStateView> AdamW::state() {

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/optim/adamw.hpp"
 #include "ringtrain/framework/optim/sgd.hpp"
@@ -21,7 +23,24 @@ void require_unit_interval(std::string_view field, float value, std::string_view
 
 }  // namespace
 
+Optimizer::Optimizer(std::size_t num_elements) : num_elements_(num_elements) {
+  const std::size_t threads = std::size_t(std::max(1, blas::threads()));
+  planned_parts_ = std::max<std::size_t>(1, std::min(threads, num_elements / kMinPartElements));
+  if (planned_parts_ > 1) pool_ = std::make_unique<ThreadPool>(planned_parts_);
+}
+
 Optimizer::~Optimizer() = default;
+
+std::size_t Optimizer::parts_now() const {
+  const std::size_t budget = std::size_t(std::max(1, blas::threads()));
+  return std::min(planned_parts_, budget);
+}
+
+std::size_t Optimizer::range_begin(std::size_t p, std::size_t parts) const {
+  if (p >= parts) return num_elements_;
+  constexpr std::size_t kLine = 16;  // floats per 64-byte cache line
+  return p * num_elements_ / parts / kLine * kLine;
+}
 
 void Optimizer::check_extent(std::span<const float> params, std::span<const float> grads) const {
   if (params.size() != num_elements_ || grads.size() != num_elements_)

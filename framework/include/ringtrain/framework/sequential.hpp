@@ -36,6 +36,8 @@ class Sequential {
   Layer& layer(std::size_t i) { return *layers_.at(i); }
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return shapes_.back(); }
+  // Per-sample output shape of layer i (after plan()).
+  const Shape& layer_output_shape(std::size_t i) const { return shapes_.at(i + 1); }
   std::size_t max_batch() const { return max_batch_; }
 
   ParameterStore& parameters() { return params_; }
@@ -64,9 +66,9 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Shape> shapes_;          // shapes_[0] = input, shapes_[i+1] = output of layer i
-  std::vector<Tensor> activations_;    // activations_[i] = output of layer i, max_batch rows
-  Tensor grad_a_, grad_b_;             // ping-pong dy/dx, sized for the largest activation
+  std::vector<Shape> shapes_;        // shapes_[0] = input, shapes_[i+1] = output of layer i
+  std::vector<Tensor> activations_;  // activations_[i] = output of layer i, max_batch rows
+  Tensor grad_a_, grad_b_;           // ping-pong dy/dx, sized for the largest activation
   ParameterStore params_{true};
   ParameterStore buffers_{false};
   Shape input_shape_;

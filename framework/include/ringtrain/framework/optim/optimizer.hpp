@@ -13,6 +13,12 @@
 // Vocabulary: p params, g grad, lr learning rate (passed to every step, so a schedule
 // lives outside), t the step count (1 on the first step), state = per-element buffers
 // parallel to p (momentum, Adam moments) whose names are part of the checkpoint format.
+//
+// Threads: the same property splits one step over the rank's threads. An optimizer built
+// while the BLAS budget is T threads (blas::threads(), DESIGN §4) cuts its range into up
+// to T contiguous parts (at least kMinPartElements each) and updates them on a pool planned
+// at construction. Every element's update reads and writes only that element, so the
+// result is bitwise the same for every thread count.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +27,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "ringtrain/framework/thread_pool.hpp"
 
 namespace ringtrain {
 
@@ -48,7 +56,8 @@ struct OptimizerStateView {
 
 class Optimizer {
  public:
-  explicit Optimizer(std::size_t num_elements) : num_elements_(num_elements) {}
+  // Plans the parts of a step for the current BLAS thread budget (see "Threads" above).
+  explicit Optimizer(std::size_t num_elements);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -73,16 +82,41 @@ class Optimizer {
 
   // Number of parameters in the owned range (= length of every state buffer).
   std::size_t num_elements() const { return num_elements_; }
+  // Parts a step is split into at most (1: no thread pool), fixed at construction.
+  std::size_t planned_parts() const { return planned_parts_; }
 
  protected:
   // Checks both spans have num_elements() elements; throws UsageError with the lengths.
   void check_extent(std::span<const float> params, std::span<const float> grads) const;
   // Counts the step about to be applied and returns its number t (1 on the first step).
   std::uint64_t advance_step_count() { return ++step_count_; }
+  // Runs update(begin, end) over contiguous ranges that tile [0, num_elements()), in
+  // parallel on the planned threads (no more than the BLAS budget now); returns when all end.
+  template <typename Update>
+  void for_each_range(Update&& update) {
+    const std::size_t parts = parts_now();
+    auto run_part = [&](std::size_t p) {
+      update(range_begin(p, parts), range_begin(p + 1, parts));
+    };
+    if (parts <= 1)
+      run_part(0);
+    else
+      pool_->run(parts, run_part);
+  }
 
  private:
+  // Smallest part worth a thread: waking a worker costs some microseconds, updating
+  // 64 Ki elements some tens.
+  static constexpr std::size_t kMinPartElements = 64 * 1024;
+  std::size_t parts_now() const;
+  // First element of part p of `parts`: p·n/parts rounded down to 16 floats (a cache line),
+  // so no two threads write the same line; range_begin(parts, parts) = n.
+  std::size_t range_begin(std::size_t p, std::size_t parts) const;
+
   std::size_t num_elements_;
   std::uint64_t step_count_ = 0;
+  std::size_t planned_parts_ = 1;
+  std::unique_ptr<ThreadPool> pool_;  // null when one part was planned
 };
 
 // Throws UsageError naming the field, its value and the allowed range, for an unknown name
