@@ -23,12 +23,26 @@ void require_unit_interval(std::string_view field, float value, std::string_view
 
 Optimizer::~Optimizer() = default;
 
-void Optimizer::check_extent(std::span<const float> params, std::span<const float> grads) const {
+void Optimizer::step(std::span<float> params, std::span<const float> grads, float lr) {
   if (params.size() != num_elements_ || grads.size() != num_elements_)
     throw UsageError(fmt::format(
         "optimizer step on {} params and {} grads, but it owns {} elements; pass the same "
         "range it was built for",
         params.size(), grads.size(), num_elements_));
+  begin_step();
+  update(0, params, grads, lr);
+}
+
+void Optimizer::check_piece(std::size_t offset, std::span<const float> params,
+                            std::span<const float> grads) const {
+  if (params.size() != grads.size() || offset > num_elements_ ||
+      params.size() > num_elements_ - offset)
+    throw UsageError(fmt::format(
+        "optimizer update of {} params and {} grads at offset {}, but it owns {} elements; "
+        "pass a piece of the range it was built for",
+        params.size(), grads.size(), offset, num_elements_));
+  if (step_count_ == 0)
+    throw UsageError("optimizer update before begin_step(): count the step first");
 }
 
 void validate(const OptimizerConfig& config) {

@@ -35,12 +35,12 @@ Sgd::Sgd(const OptimizerConfig& config, std::size_t num_elements)
       weight_decay_(config.weight_decay),
       momentum_buffer_(config.momentum > 0.0f ? num_elements : 0, 0.0f) {}
 
-void Sgd::step(std::span<float> params, std::span<const float> grads, float lr) {
-  check_extent(params, grads);
-  advance_step_count();
+void Sgd::update(std::size_t offset, std::span<float> params, std::span<const float> grads,
+                 float lr) {
+  check_piece(offset, params, grads);
   float* p = params.data();
   const float* g = grads.data();
-  float* buf = momentum_buffer_.data();
+  float* buf = momentum_buffer_.empty() ? nullptr : momentum_buffer_.data() + offset;
   const std::size_t n = params.size();
   const float mu = momentum_;
   const float wd = weight_decay_;

@@ -42,6 +42,9 @@ class AsyncAllreduce {
   // Blocks until complete (waiting as options.wait says); this rank's counters.
   Counters wait();
   bool active() const { return ring_.active() || mpi_request_ != MPI_REQUEST_NULL; }
+  // Completed MPI operations of the ring so far (0 with Algorithm::kMpi): a polling loop
+  // compares it to tell progress from idling.
+  std::size_t events() const { return ring_.events(); }
 
  private:
   const Communicator* comm_ = nullptr;

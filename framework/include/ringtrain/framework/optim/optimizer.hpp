@@ -8,7 +8,10 @@
 //
 // Because every rule here is elementwise, an optimizer built for `count` elements knows
 // nothing about where its range lies: stepping it on [a, b) of a buffer gives exactly the
-// result of stepping one over the whole buffer, restricted to [a, b).
+// result of stepping one over the whole buffer, restricted to [a, b). For the same reason
+// one step may be applied in pieces (begin_step, then update on each piece, in any order):
+// the trainer updates a gradient bucket as soon as its reduction completes, while later
+// buckets are still in flight, and the result is bitwise that of one step().
 //
 // Vocabulary: p params, g grad, lr learning rate (passed to every step, so a schedule
 // lives outside), t the step count (1 on the first step), state = per-element buffers
@@ -53,11 +56,21 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of the range this optimizer owns, in a single fused pass, no allocation.
-  // params, grads: (num_elements()). lr: the learning rate of this step (>= 0; the caller
-  // checks it). Increments step_count() first, so AdamW's bias correction sees t = 1 on
-  // the first step. Throws UsageError if a span has the wrong length.
-  virtual void step(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  // One update of the range this optimizer owns, in a single fused pass, no allocation:
+  // begin_step(), then update(0, params, grads, lr). params, grads: (num_elements()).
+  // lr: the learning rate of this step (>= 0; the caller checks it). Throws UsageError if a
+  // span has the wrong length.
+  void step(std::span<float> params, std::span<const float> grads, float lr);
+
+  // Counts the step about to be applied (so AdamW's bias correction sees t = 1 on the first
+  // step) and returns t. Call once per step, before its update()s.
+  std::uint64_t begin_step() { return ++step_count_; }
+  // Applies the current step to elements [offset, offset + params.size()) of the owned
+  // range; params and grads are those elements (the same length). Elementwise, so pieces
+  // that together cover the range, updated in any order, give bitwise one step()'s result.
+  // Throws UsageError if the spans differ in length or the piece leaves the range.
+  virtual void update(std::size_t offset, std::span<float> params, std::span<const float> grads,
+                      float lr) = 0;
 
   // The per-element state, for checkpoints (see OptimizerStateView). Empty for
   // momentum-free SGD. Views stay valid for the optimizer's lifetime.
@@ -75,10 +88,10 @@ class Optimizer {
   std::size_t num_elements() const { return num_elements_; }
 
  protected:
-  // Checks both spans have num_elements() elements; throws UsageError with the lengths.
-  void check_extent(std::span<const float> params, std::span<const float> grads) const;
-  // Counts the step about to be applied and returns its number t (1 on the first step).
-  std::uint64_t advance_step_count() { return ++step_count_; }
+  // Checks that the piece [offset, offset + params.size()) lies in the owned range and both
+  // spans have its length; throws UsageError with the numbers.
+  void check_piece(std::size_t offset, std::span<const float> params,
+                   std::span<const float> grads) const;
 
  private:
   std::size_t num_elements_;
