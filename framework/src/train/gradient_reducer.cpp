@@ -30,14 +30,14 @@ double now_s() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-// True iff every value is finite and |v| <= bound. !(|v| <= bound) is also true for NaN;
-// eight accumulators let the loop vectorise.
-bool all_bounded(std::span<const float> values, float bound) {
+// True iff no value is NaN or ±inf (!(|v| <= FLT_MAX) is true for both); eight
+// accumulators let the loop vectorise.
+bool all_finite(std::span<const float> values) {
   int bad[8] = {};
   std::size_t i = 0;
   for (; i + 8 <= values.size(); i += 8)
-    for (int k = 0; k < 8; ++k) bad[k] |= !(std::fabs(values[i + std::size_t(k)]) <= bound);
-  for (; i < values.size(); ++i) bad[0] |= !(std::fabs(values[i]) <= bound);
+    for (int k = 0; k < 8; ++k) bad[k] |= !(std::fabs(values[i + std::size_t(k)]) <= FLT_MAX);
+  for (; i < values.size(); ++i) bad[0] |= !(std::fabs(values[i]) <= FLT_MAX);
   int any = 0;
   for (int b : bad) any |= b;
   return any == 0;
@@ -84,7 +84,6 @@ GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore&
   coll::check_same_size(comm_, buckets_.size(), "number of gradient buckets");
 
   const int N = comm_.size();
-  bound_ = FLT_MAX / float(2 * N);
   // Bucket b's ring uses tags [tag + b·2N, tag + (b+1)·2N); one more range for the agreement.
   const long long last_tag = static_cast<long long>(options_.ring.tag) +
                              static_cast<long long>(buckets_.size() + 1) * 2 * N;
@@ -131,8 +130,8 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::begin_step() {
   std::lock_guard lock(mpi_mutex_);  // the thread reads these
-  local_bad_ = false;
   started_ = completed_ = 0;
+  agreement_ = Agreement::kIdle;
   account_ = StepComm{};
   for (auto& f : rings_) f->started = f->done = f->updated = false;
 }
@@ -141,7 +140,6 @@ void GradientReducer::begin_step() {
 void GradientReducer::start(std::size_t b) {
   const coll::Bucket& k = buckets_[b];
   std::span<float> data = grads_.subspan(k.offset, k.elements);
-  local_bad_ |= !all_bounded(data, bound_);
   InFlight& f = *rings_[b];
   f.start_s = now_s();
   f.started = true;
@@ -171,6 +169,36 @@ bool GradientReducer::poll_locked() {
     }
   }
   return any;
+}
+
+// Caller holds mpi_mutex_. Starts the agreement once every bucket's own chunk holds its sum
+// (the flags are final then), and notes its outcome; true if either happened.
+bool GradientReducer::advance_agreement() {
+  InFlight& agree = *rings_.back();
+  if (agreement_ == Agreement::kDone) return false;
+  bool moved = false;
+  if (agreement_ == Agreement::kIdle) {
+    if (started_ < buckets_.size()) return false;
+    bool bad = local_bad_;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const coll::AsyncAllreduce& ring = rings_[b]->ring;
+      if (!ring.own_chunk_reduced()) return false;
+      bad = bad || ring.sum_not_finite();
+    }
+    flag_[0] = bad ? 1.0f : 0.0f;
+    agree.start_s = now_s();
+    agree.ring.start(comm_, flag_, agree.options);
+    agreement_ = Agreement::kInFlight;
+    moved = true;
+  }
+  if (agree.ring.progress()) {
+    agree.done_s = now_s();
+    agreement_ = Agreement::kDone;
+    account_.comm_s += agree.done_s - agree.start_s;
+    if (comm_.size() > 1) ++account_.collectives;
+    moved = true;
+  }
+  return moved;
 }
 
 void GradientReducer::layer_done(std::size_t layer) {
@@ -209,60 +237,49 @@ void GradientReducer::update_bucket(std::size_t b,
   rings_[b]->updated = true;
 }
 
+void GradientReducer::trace_rings() {
+  if (!trace_) return;
+  const InFlight& agree = *rings_.back();
+  trace_->span(agree_name_, 1, agree.start_s, agree.done_s);
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    trace_->span(ring_names_[b], 2 + int(b), rings_[b]->start_s, rings_[b]->done_s,
+                 double(buckets_[b].elements) * 4.0);
+}
+
 bool GradientReducer::finish(bool local_ok,
                              const std::function<void(std::size_t, std::size_t)>& update) {
   const std::size_t B = buckets_.size();
   coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
-  InFlight& agree = *rings_[B];
-  float flag[1] = {0.0f};
+  // With N ranks each rank's ring checks its own chunk of the sum; one rank has no ring.
+  local_bad_ = !local_ok || (comm_.size() == 1 && !all_finite(grads_));
 
   if (!options_.overlap) {
-    // Off: every bucket after backward, one after another, each fully exposed.
+    // Off: every bucket after backward, one after another, then the agreement; all exposed.
     std::lock_guard lock(mpi_mutex_);
     for (std::size_t b = 0; b < B; ++b) {
       start(b);
-      const double t0 = rings_[b]->start_s;
       rings_[b]->ring.wait();
-      const double t1 = now_s();
-      complete(b, t1);
-      account_.exposed_s += t1 - t0;
-      if (trace_) {
-        trace_->span(wait_name_, 0, t0, t1);
-        trace_->span(ring_names_[b], 2 + int(b), t0, t1, double(buckets_[b].elements) * 4.0);
-      }
+      complete(b, now_s());
     }
-    const double t0 = now_s();
-    flag[0] = (local_bad_ || !local_ok) ? 1.0f : 0.0f;
-    agree.ring.start(comm_, flag, agree.options);
-    agree.ring.wait();
-    const double t1 = now_s();
-    account_.exposed_s += t1 - t0;
-    account_.comm_s += t1 - t0;
-    if (comm_.size() > 1) ++account_.collectives;
-    if (trace_) trace_->span(agree_name_, 1, t0, t1);
-    const bool ok = flag[0] == 0.0f;
+    while (agreement_ != Agreement::kDone)
+      if (!advance_agreement()) waiter.idle();
+    account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
+    if (trace_) trace_->span(wait_name_, 0, rings_[0]->start_s, rings_.back()->done_s);
+    trace_rings();
+    const bool ok = flag_[0] == 0.0f;
     if (ok) update(0, grads_.size());
     return ok;
   }
 
-  const double finish_t0 = now_s();
+  double poll_t0 = now_s();  // polls from here to the next wait or update are progress_s
   std::unique_lock lock(mpi_mutex_);
   while (started_ < B) start(started_);  // a model whose first layers have no parameters
-  flag[0] = (local_bad_ || !local_ok) ? 1.0f : 0.0f;
-  const double agree_t0 = now_s();
-  agree.ring.start(comm_, flag, agree.options);
-  bool agreed = false, ok = false;
   if (thread_) thread_->main_waiting = true;
-  double poll_t0 = finish_t0;  // polls from here to the next wait or update are progress_s
   for (;;) {
     bool moved = poll_locked();
-    if (!agreed && agree.ring.progress()) {
-      agreed = true;
-      ok = flag[0] == 0.0f;
-      agree.done_s = now_s();
-      moved = true;
-    }
-    if (agreed && ok && options_.update_per_bucket) {
+    moved = advance_agreement() || moved;
+    const bool ok = agreement_ == Agreement::kDone && flag_[0] == 0.0f;
+    if (ok && options_.update_per_bucket) {
       // Update every summed bucket not yet updated, the thread polling meanwhile.
       for (std::size_t b = 0; b < B; ++b) {
         if (!rings_[b]->done || rings_[b]->updated) continue;
@@ -279,7 +296,7 @@ bool GradientReducer::finish(bool local_ok,
         moved = true;
       }
     }
-    bool all_done = agreed && completed_ == B;
+    bool all_done = agreement_ == Agreement::kDone && completed_ == B;
     if (all_done && ok && options_.update_per_bucket)
       for (std::size_t b = 0; b < B; ++b) all_done = all_done && rings_[b]->updated;
     if (all_done) break;
@@ -290,16 +307,9 @@ bool GradientReducer::finish(bool local_ok,
     // Nothing to compute: this is the wait that lengthens the step.
     const double t0 = now_s();
     account_.progress_s += t0 - poll_t0;
-    for (;;) {
+    do {
       waiter.idle();
-      if (poll_locked()) break;
-      if (!agreed && agree.ring.progress()) {
-        agreed = true;
-        ok = flag[0] == 0.0f;
-        agree.done_s = now_s();
-        break;
-      }
-    }
+    } while (!poll_locked() && !advance_agreement());
     const double t1 = now_s();
     account_.exposed_s += t1 - t0;
     if (trace_) trace_->span(wait_name_, 0, t0, t1);
@@ -307,16 +317,10 @@ bool GradientReducer::finish(bool local_ok,
     poll_t0 = t1;
   }
   account_.progress_s += now_s() - poll_t0;
-  account_.comm_s += agree.done_s - agree_t0;
-  if (comm_.size() > 1) ++account_.collectives;
   if (thread_) thread_->main_waiting = false;
   lock.unlock();
-  if (trace_) {
-    trace_->span(agree_name_, 1, agree_t0, agree.done_s);
-    for (std::size_t b = 0; b < B; ++b)
-      trace_->span(ring_names_[b], 2 + int(b), rings_[b]->start_s, rings_[b]->done_s,
-                   double(buckets_[b].elements) * 4.0);
-  }
+  trace_rings();
+  const bool ok = flag_[0] == 0.0f;
   if (ok && !options_.update_per_bucket) update(0, grads_.size());
   return ok;
 }

@@ -446,6 +446,7 @@ TrainResults Trainer::run() {
   double t_layer = 0.0;  // end of the previous layer (trace spans)
   bool traced = false;   // this step is recorded in the trace
   std::uint64_t current_step = 0;
+  bool loss_finite = true;
   float lr = 0.0f;
   bool counted = false;  // optimizer->begin_step() done for this step
   StepTimes* step_times = nullptr;
@@ -459,9 +460,10 @@ TrainResults Trainer::run() {
     t_layer = t;
   };
   const std::function<void(std::size_t)> backward_done = [&](std::size_t i) {
-    // Injected fault: a NaN in this rank's gradient, before its bucket is checked.
-    if (i == first_gradient_layer && hooks.nan_rank == rank && hooks.nan_step == current_step &&
-        !grads.empty())
+    // A non-finite loss poisons the gradient before its bucket starts, so the sum carries it
+    // and every rank skips the step (as does the NaN a test hook injects here).
+    if (i == first_gradient_layer && !grads.empty() &&
+        (!loss_finite || (hooks.nan_rank == rank && hooks.nan_step == current_step)))
       grads[0] = NAN;
     reducer.layer_done(i);
     if (traced) {
@@ -521,6 +523,7 @@ TrainResults Trainer::run() {
     if (tracing_step) trace.span(loss_name, 0, t_layer, t_forward);
     t_layer = t_forward;
     current_step = step;
+    loss_finite = std::isfinite(loss.loss_sum);
     model.backward(dlogits, mine.count, ctx, backward_done);
     const double t_backward = now_s();
 
@@ -533,7 +536,7 @@ TrainResults Trainer::run() {
     lr = learning_rate(schedule, step);
     counted = false;
     step_times = &times;
-    const bool applied = reducer.finish(std::isfinite(loss.loss_sum), update_piece);
+    const bool applied = reducer.finish(loss_finite, update_piece);
     watchdog.enter("optimizer", step);
     if (applied) {
       prog.nonfinite_in_a_row = 0;

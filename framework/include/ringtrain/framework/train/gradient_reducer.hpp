@@ -18,12 +18,13 @@
 // pieces changes nothing either: optimizer.hpp).
 //
 // Skipping a step (non-finite gradients). The decision must come before the first bucket is
-// updated, i.e. before the last bucket's sum exists. So each rank checks its own gradients as
-// each bucket is complete: every value finite and |g| <= FLT_MAX / (2N). Then no sum of N
-// such values can overflow, and any non-finite local value makes the sum non-finite; one
-// small collective after backward (max of the ranks' "bad" flags) gives every rank the same
-// decision. A gradient beyond FLT_MAX / (2N) also counts as non-finite: its update would be
-// garbage anyway.
+// updated, and every rank must take the same one. After its reduce-scatter, rank r's chunk
+// of each bucket holds the full sum, and the ring tests it for NaN and ±inf in the same pass
+// as the last add (ring_transfer.hpp); the chunks of all ranks cover the buffer. Once every
+// bucket's chunk is summed (before the last all-gathers end), one 1-float ring sums the
+// ranks' "bad" flags: every rank learns whether the summed gradient is finite, as if it had
+// tested all of it, and only then updates. A rank whose loss was not finite poisons its
+// gradient (the trainer writes a NaN before the bucket starts), so the sum carries it.
 //
 // Progress. MPI moves data only inside MPI calls (no progress thread in MPICH/UCX), so a
 // ring started during backward advances only when this rank polls it. Two drivers:
@@ -121,6 +122,8 @@ class GradientReducer {
   void start(std::size_t b);
   bool poll_locked();  // progress every ring in flight; true if any completed
   void complete(std::size_t b, double now);
+  bool advance_agreement();
+  void trace_rings();
   void update_bucket(std::size_t b, const std::function<void(std::size_t, std::size_t)>& update);
   void thread_main();
 
@@ -131,11 +134,13 @@ class GradientReducer {
   std::vector<collectives::Bucket> buckets_;
   std::vector<std::size_t> ready_layer_;
   std::vector<std::unique_ptr<InFlight>> rings_;  // one per bucket, planned once
-  float bound_;                                   // FLT_MAX / (2N)
   std::size_t wait_name_ = 0, agree_name_ = 0;
   std::vector<std::size_t> ring_names_;
 
   // Per step.
+  enum class Agreement { kIdle, kInFlight, kDone };
+  Agreement agreement_ = Agreement::kIdle;
+  float flag_[1] = {0.0f};  // the agreement's buffer: Σ over ranks of "my chunks are bad"
   bool local_bad_ = false;
   std::size_t started_ = 0, completed_ = 0;  // buckets started / completed (in flight between)
   StepComm account_;
