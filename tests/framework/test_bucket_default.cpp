@@ -25,12 +25,13 @@ std::filesystem::path write_temp(const std::string& text) {
 
 TEST_CASE("default bucket cap: built-in fits, one rank, and the reason names the fit") {
   // N=2 fit: 9 · 4.84 µs · 2 · 7.24 GB/s = 631 KB -> 1 MiB.
-  const auto two = default_bucket_choice("", 2, false, 7456040);
+  const auto two = default_bucket_choice(ring_fit_for_buckets("", 2, false), 2, 7456040);
   CHECK(two.cap_bytes == 1024 * 1024);
   CHECK(two.reason.find("N=2") != std::string::npos);
   // Oversubscribed (N=4 on 2 cores): 9 · 20.7 µs · 4 · 3.43 GB/s = 2.56 MB -> 4 MiB.
-  CHECK(default_bucket_choice("", 4, true, 7456040).cap_bytes == 4 * 1024 * 1024);
-  CHECK(default_bucket_choice("", 1, false, 7456040).cap_bytes == 7456040);
+  CHECK(default_bucket_choice(ring_fit_for_buckets("", 4, true), 4, 7456040).cap_bytes ==
+        4 * 1024 * 1024);
+  CHECK(default_bucket_choice(ring_fit_for_buckets("", 1, false), 1, 7456040).cap_bytes == 7456040);
 }
 
 TEST_CASE("default bucket cap from a bench allreduce JSON: the regime that holds 1 MiB") {
@@ -42,7 +43,7 @@ TEST_CASE("default bucket cap from a bench allreduce JSON: the regime that holds
   CHECK(fit.model.bandwidth_Bps == 8e9);
   CHECK(fit.source.find("32768 B .. 67108864 B") != std::string::npos);
   // 9 · 10 µs · 3 · 8 GB/s = 2.16 MB -> 4 MiB, and the reason says N differs from the fit's.
-  const auto choice = default_bucket_choice(path, 3, false, 1u << 30);
+  const auto choice = default_bucket_choice(ring_fit_for_buckets(path, 3, false), 3, 1u << 30);
   CHECK(choice.cap_bytes == 4 * 1024 * 1024);
   CHECK(choice.reason.find("used at N=3") != std::string::npos);
   std::filesystem::remove(path);

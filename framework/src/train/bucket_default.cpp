@@ -61,9 +61,8 @@ RingFit ring_fit_for_buckets(const std::string& cost_model_file, int N, bool ove
                              measured_n, measured_n == N ? "" : fmt::format(", used at N={}", N))};
 }
 
-collectives::BucketChoice default_bucket_choice(const std::string& cost_model_file, int N,
-                                                bool oversubscribed, std::size_t total_bytes) {
-  const RingFit fit = ring_fit_for_buckets(cost_model_file, N, oversubscribed);
+collectives::BucketChoice default_bucket_choice(const RingFit& fit, int N,
+                                                std::size_t total_bytes) {
   collectives::BucketChoice choice = collectives::default_bucket_cap(fit.model, N, total_bytes);
   if (N > 1) choice.reason += "; " + fit.source;
   return choice;

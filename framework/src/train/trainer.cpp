@@ -193,10 +193,11 @@ TrainResults Trainer::run() {
 
   // --- gradient buckets, their reducer, and the trace (clocks aligned to rank 0's) ---
   const std::size_t grad_bytes = model.parameters().num_elements() * sizeof(float);
+  const RingFit ring_fit =
+      ring_fit_for_buckets(config_.cost_model, world, coll::oversubscribed(comm_));
   const coll::BucketChoice bucket_choice =
       config_.bucket_bytes > 0 ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
-                               : default_bucket_choice(config_.cost_model, world,
-                                                       coll::oversubscribed(comm_), grad_bytes);
+                               : default_bucket_choice(ring_fit, world, grad_bytes);
   coll::RingOptions ring;
   ring.algorithm = config_.collective == "mpi" ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
   ReducerOptions reducer_options;
@@ -287,15 +288,22 @@ TrainResults Trainer::run() {
         {"compiler", fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
         {"openblas", blas::config()},
         {"mpi", mpi_library_version()}};
-    nlohmann::json bucket_sizes = nlohmann::json::array();
-    for (const coll::Bucket& b : reducer.buckets())
-      bucket_sizes.push_back(b.elements * sizeof(float));
+    nlohmann::json bucket_sizes = nlohmann::json::array(), ready_layers = nlohmann::json::array();
+    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
+      bucket_sizes.push_back(reducer.buckets()[b].elements * sizeof(float));
+      ready_layers.push_back(reducer.ready_layer(b));
+    }
     manifest["gradient_buckets"] = {
         {"cap_bytes", bucket_choice.cap_bytes},
         {"cap_reason", bucket_choice.reason},
         {"count", reducer.buckets().size()},
         {"bytes", bucket_sizes},
+        {"ready_after_layer", ready_layers},
         {"order", "backward (bucket 0 holds the last layer's gradients)"},
+        {"ring_fit",
+         {{"alpha_s", ring_fit.model.alpha_s},
+          {"bandwidth_Bps", ring_fit.model.bandwidth_Bps},
+          {"source", ring_fit.source}}},
         {"overlap", config_.overlap},
         {"progress", config_.progress},
         {"update_per_bucket", reducer_options.update_per_bucket && reducer_options.overlap}};

@@ -28,7 +28,6 @@ struct RingFit {
 RingFit ring_fit_for_buckets(const std::string& cost_model_file, int N, bool oversubscribed);
 
 // The default cap and a one-line reason naming the fit.
-collectives::BucketChoice default_bucket_choice(const std::string& cost_model_file, int N,
-                                                bool oversubscribed, std::size_t total_bytes);
+collectives::BucketChoice default_bucket_choice(const RingFit& fit, int N, std::size_t total_bytes);
 
 }  // namespace ringtrain
