@@ -1,7 +1,9 @@
 // Non-blocking allreduce (see async.hpp): the ring's state machine, or MPI_Iallreduce.
 #include "ringtrain/collectives/async.hpp"
 
+#include <cfloat>
 #include <climits>
+#include <cmath>
 #include <string>
 
 #include "ringtrain/collectives/small.hpp"
@@ -20,6 +22,8 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
                           ": AsyncAllreduce::start while the previous reduction is active");
   comm_ = &comm;
   options_ = options;
+  data_ = data;
+  mpi_not_finite_ = false;
   if (options.check_sizes) check_same_size(comm, data.size(), "AsyncAllreduce", options.wait);
   if (options.algorithm == Algorithm::kRing) {
     ring_.start(comm, data, Collective::kAllreduce, options);
@@ -37,6 +41,7 @@ bool AsyncAllreduce::progress() {
   if (mpi_request_ != MPI_REQUEST_NULL) {
     int flag = 0;
     check_mpi(MPI_Test(&mpi_request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    if (flag) check_own_chunk();
     return flag != 0;
   }
   return ring_.progress();
@@ -45,10 +50,28 @@ bool AsyncAllreduce::progress() {
 Counters AsyncAllreduce::wait() {
   if (mpi_request_ != MPI_REQUEST_NULL) {
     check_mpi(MPI_Wait(&mpi_request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    check_own_chunk();
     return {};
   }
   if (options_.algorithm == Algorithm::kMpi) return {};
   return ring_.wait(options_.wait);
+}
+
+bool AsyncAllreduce::own_chunk_reduced() const {
+  if (options_.algorithm == Algorithm::kMpi) return mpi_request_ == MPI_REQUEST_NULL;
+  return ring_.own_chunk_reduced();
+}
+
+bool AsyncAllreduce::sum_not_finite() const {
+  if (options_.algorithm == Algorithm::kMpi) return mpi_not_finite_;
+  return ring_.sum_not_finite();
+}
+
+void AsyncAllreduce::check_own_chunk() {
+  const auto M = data_.size(), N = static_cast<std::size_t>(comm_->size());
+  const auto r = static_cast<std::size_t>(comm_->rank());
+  for (float v : data_.subspan(chunk_begin(M, N, r), chunk_size(M, N, r)))
+    mpi_not_finite_ = mpi_not_finite_ || !(std::fabs(v) <= FLT_MAX);
 }
 
 }  // namespace ringtrain::collectives

@@ -10,8 +10,8 @@ void check_mpi(int code, const char* call) {
   MPI_Error_string(code, text, &length);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw CollectiveError("rank " + std::to_string(rank) + ": " + call + " failed: " +
-                        std::string(text, static_cast<std::size_t>(length)));
+  throw CollectiveError("rank " + std::to_string(rank) + ": " + call +
+                        " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
 Environment::Environment(int* argc, char*** argv) {
@@ -19,7 +19,7 @@ Environment::Environment(int* argc, char*** argv) {
   MPI_Initialized(&initialized);
   if (initialized) return;
   int provided = 0;
-  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   owns_ = true;
 }
 

@@ -15,12 +15,16 @@
 #include "ringtrain/collectives/ring_transfer.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <climits>
+#include <cmath>
 #include <string>
 
 namespace ringtrain::collectives {
 
-RingTransfer::~RingTransfer() { drain(); }
+RingTransfer::~RingTransfer() {
+  drain();
+}
 
 void RingTransfer::drain() noexcept {
   if (!active_) return;
@@ -63,6 +67,7 @@ void RingTransfer::start(const Communicator& comm, std::span<float> data, Collec
   window_ = options.segments_in_flight;
   counters_ = Counters{};
   events_ = 0;
+  sum_not_finite_ = false;
 
   if (size_ <= 1 || data.empty()) return;  // nothing to move; active_ stays false
   counters_.rounds = static_cast<std::size_t>(end_step_ - first_step_);
@@ -143,8 +148,8 @@ bool RingTransfer::try_post_send(int t) {
     return false;
   std::span<float> segment = segment_span(send_chunk(rank_, t, size_), j);
   const std::size_t slot = static_cast<std::size_t>(t - first_step_) * window_ + j % window_;
-  check_mpi(MPI_Isend(segment.data(), static_cast<int>(segment.size()), MPI_FLOAT, right_,
-                      tag_ + t, comm_->handle(), &send_requests_[slot]),
+  check_mpi(MPI_Isend(segment.data(), static_cast<int>(segment.size()), MPI_FLOAT, right_, tag_ + t,
+                      comm_->handle(), &send_requests_[slot]),
             "MPI_Isend");
   counters_.bytes_sent += segment.size_bytes();
   ++s.sends_posted;
@@ -165,7 +170,26 @@ bool RingTransfer::try_finish_recv(int t) {
     std::span<float> target = segment_span(recv_chunk(rank_, t, size_), s.recvs_done);
     const float* incoming = scratch_.get() + recv_scratch_slot_[slot] * scratch_stride_;
     float* out = target.data();
-    for (std::size_t i = 0; i < target.size(); ++i) out[i] += incoming[i];
+    if (t == size_ - 2) {
+      // The last add of reduce-scatter: this rank's own chunk now holds the full sum. Note
+      // whether any of it is NaN or ±inf (!(|v| <= FLT_MAX) is true for both); the data is
+      // in cache here, so the test costs nothing beside the add.
+      int bad[8] = {};
+      std::size_t i = 0;
+      for (; i + 8 <= target.size(); i += 8)
+        for (std::size_t k = 0; k < 8; ++k) {
+          const float v = out[i + k] + incoming[i + k];
+          out[i + k] = v;
+          bad[k] |= !(std::fabs(v) <= FLT_MAX);
+        }
+      for (; i < target.size(); ++i) {
+        out[i] += incoming[i];
+        bad[0] |= !(std::fabs(out[i]) <= FLT_MAX);
+      }
+      for (int b : bad) sum_not_finite_ = sum_not_finite_ || b != 0;
+    } else {
+      for (std::size_t i = 0; i < target.size(); ++i) out[i] += incoming[i];
+    }
     free_scratch_.push_back(recv_scratch_slot_[slot]);
   }
   ++s.recvs_done;
@@ -211,6 +235,14 @@ bool RingTransfer::poll_once() {
     while (try_finish_send(t)) moved = true;
   }
   return moved;
+}
+
+bool RingTransfer::own_chunk_reduced() const {
+  if (!active_ || !has_reduce_steps_) return true;
+  const int last_reduce = size_ - 2;  // the step whose receive completes this rank's chunk
+  if (last_reduce < first_step_) return true;
+  const Step& s = steps_[static_cast<std::size_t>(last_reduce - first_step_)];
+  return s.recvs_done == s.recv_segments;
 }
 
 bool RingTransfer::progress() {

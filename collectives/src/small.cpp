@@ -49,9 +49,9 @@ void all_gather_bytes(const Communicator& comm, std::span<std::byte> all, std::s
   Waiter waiter(resolve_wait_policy(wait, comm));
   for (;;) {
     int done = 0;
-    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                          MPI_STATUSES_IGNORE),
-              "MPI_Testall");
+    check_mpi(
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
     if (done) return;
     waiter.idle();
   }
@@ -62,8 +62,7 @@ std::vector<std::uint64_t> all_gather_u64(const Communicator& comm, std::uint64_
                                           WaitPolicy wait) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   all[static_cast<std::size_t>(comm.rank())] = value;
-  all_gather_bytes(comm, std::as_writable_bytes(std::span(all)), sizeof(std::uint64_t),
-                        wait);
+  all_gather_bytes(comm, std::as_writable_bytes(std::span(all)), sizeof(std::uint64_t), wait);
   return all;
 }
 
@@ -132,6 +131,48 @@ void barrier(const Communicator& comm, WaitPolicy wait) {
   if (comm.size() == 1) return;
   std::vector<std::byte> all(static_cast<std::size_t>(comm.size()));
   all_gather_bytes(comm, all, 1, wait);
+}
+
+namespace {
+
+constexpr int kGatherTag = 0x475452;
+
+}  // namespace
+
+std::vector<std::string> gather_text(const Communicator& comm, const std::string& mine, int root,
+                                     WaitPolicy wait) {
+  if (root < 0 || root >= comm.size())
+    throw CollectiveError("gather_text: root " + std::to_string(root) + " is not a rank of " +
+                          std::to_string(comm.size()));
+  // Lengths first (everyone learns them: a small all-gather), then rank by rank the bytes.
+  const std::vector<std::uint64_t> lengths = all_gather_u64(comm, mine.size(), wait);
+  for (std::uint64_t n : lengths)
+    if (n > static_cast<std::uint64_t>(INT_MAX))
+      throw CollectiveError("gather_text: " + std::to_string(n) + " bytes from one rank exceed " +
+                            "MPI's int count");
+  std::vector<std::string> all;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (comm.rank() != root) {
+    check_mpi(MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, root, kGatherTag,
+                        comm.handle(), &request),
+              "MPI_Isend");
+    wait_request(comm, request, wait);
+    return all;
+  }
+  all.resize(static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    std::string& text = all[static_cast<std::size_t>(r)];
+    if (r == root) {
+      text = mine;
+      continue;
+    }
+    text.resize(lengths[static_cast<std::size_t>(r)]);
+    check_mpi(MPI_Irecv(text.data(), static_cast<int>(text.size()), MPI_CHAR, r, kGatherTag,
+                        comm.handle(), &request),
+              "MPI_Irecv");
+    wait_request(comm, request, wait);
+  }
+  return all;
 }
 
 }  // namespace ringtrain::collectives

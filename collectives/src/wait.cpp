@@ -59,10 +59,14 @@ WaitPolicy resolve_wait_policy(WaitPolicy policy, const Communicator& comm) {
 
 std::string to_string(WaitPolicy policy) {
   switch (policy) {
-    case WaitPolicy::kAuto: return "auto";
-    case WaitPolicy::kSpin: return "spin";
-    case WaitPolicy::kYield: return "yield";
-    case WaitPolicy::kSleep: return "sleep";
+    case WaitPolicy::kAuto:
+      return "auto";
+    case WaitPolicy::kSpin:
+      return "spin";
+    case WaitPolicy::kYield:
+      return "yield";
+    case WaitPolicy::kSleep:
+      return "sleep";
   }
   return "?";
 }
@@ -113,6 +117,16 @@ void Waiter::reset() {
   fruitless_polls_ = 0;
   quick_yields_ = 0;
   sleep_ns_ = 0;
+}
+
+void wait_request(const Communicator& comm, MPI_Request& request, WaitPolicy policy) {
+  Waiter waiter(resolve_wait_policy(policy, comm));
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    waiter.idle();
+  }
 }
 
 }  // namespace ringtrain::collectives

@@ -22,46 +22,114 @@ void add_train(CLI::App& app, Runner& run) {
   // The last value of an option wins, so command-line flags override the --config file's.
   train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
-  train->add_option("--data", c.data_dir, "folder of the IDX files (default: the Debian package dataset-fashion-mnist)");
+  train->add_option("--data", c.data_dir,
+                    "folder of the IDX files (default: the Debian package dataset-fashion-mnist)");
   train->add_option("--model", c.model, "mlp | cnn | cnn-bn")->capture_default_str();
   train->add_option("--mlp-hidden", c.mlp_hidden, "hidden widths of mlp")->capture_default_str();
-  train->add_option("--dropout", c.dropout, "dropout probability after hidden layers")->capture_default_str();
-  train->add_option("--global-batch", c.global_batch, "samples per step over all ranks")->capture_default_str();
-  train->add_option("--local-batches", c.local_batches, "explicit per-rank split b0,b1,... summing to the global batch");
+  train->add_option("--dropout", c.dropout, "dropout probability after hidden layers")
+      ->capture_default_str();
+  train->add_option("--global-batch", c.global_batch, "samples per step over all ranks")
+      ->capture_default_str();
+  train->add_option("--local-batches", c.local_batches,
+                    "explicit per-rank split b0,b1,... summing to the global batch");
   auto* steps = train->add_option("--steps", c.steps, "number of steps (overrides --epochs)");
-  train->add_option("--epochs", c.epochs, "epochs over the training set")->capture_default_str()->excludes(steps);
+  train->add_option("--epochs", c.epochs, "epochs over the training set")
+      ->capture_default_str()
+      ->excludes(steps);
   train->add_option("--optimizer", c.optimizer, "sgd | adamw")->capture_default_str();
-  train->add_option("--lr", c.lr, "learning rate for global batch 128 (see --lr-scaling)")->capture_default_str();
+  train->add_option("--lr", c.lr, "learning rate for global batch 128 (see --lr-scaling)")
+      ->capture_default_str();
   train->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
   train->add_flag("--nesterov", c.nesterov, "Nesterov momentum");
-  train->add_option("--weight-decay", c.weight_decay, "weight decay (SGD: coupled, AdamW: decoupled)")->capture_default_str();
+  train
+      ->add_option("--weight-decay", c.weight_decay,
+                   "weight decay (SGD: coupled, AdamW: decoupled)")
+      ->capture_default_str();
   train->add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
   train->add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
   train->add_option("--eps", c.eps, "AdamW epsilon")->capture_default_str();
   train->add_option("--schedule", c.schedule, "constant | step | cosine")->capture_default_str();
   train->add_option("--warmup-steps", c.warmup_steps, "linear warmup steps")->capture_default_str();
-  train->add_option("--step-size", c.step_size, "schedule=step: steps between decays (0: a third of the run)");
+  train->add_option("--step-size", c.step_size,
+                    "schedule=step: steps between decays (0: a third of the run)");
   train->add_option("--gamma", c.gamma, "schedule=step: decay factor")->capture_default_str();
-  train->add_option("--min-lr", c.min_lr, "schedule=cosine: final learning rate")->capture_default_str();
-  train->add_option("--lr-scaling", c.lr_scaling, "none | linear | sqrt: scale --lr with the global batch")->capture_default_str();
-  train->add_option("--seed", c.seed, "seed of initialisation, data order and dropout")->capture_default_str();
-  train->add_option("--reduction", c.reduction, "sum-scaled | mean-of-means (wrong on purpose, for teaching)")->capture_default_str();
-  train->add_option("--sync-bn", c.sync_bn, "auto | on | off: BatchNorm statistics over all ranks")->capture_default_str();
-  train->add_option("--blas-threads", c.blas_threads, "OpenBLAS threads per rank (0: cores per node / ranks per node)")->capture_default_str();
-  train->add_option("--collective", c.collective, "ring | mpi: our ring or MPI_Allreduce")->capture_default_str();
-  train->add_option("--run-dir", c.run_dir, "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)");
-  train->add_option("--eval-every", c.eval_every, "evaluate every K steps (0: every epoch)")->capture_default_str();
-  train->add_option("--target-accuracy", c.target_accuracy, "stop when test accuracy >= A (0: no target)")->capture_default_str();
-  train->add_option("--log-every", c.log_every, "steps between metrics lines")->capture_default_str();
+  train->add_option("--min-lr", c.min_lr, "schedule=cosine: final learning rate")
+      ->capture_default_str();
+  train
+      ->add_option("--lr-scaling", c.lr_scaling,
+                   "none | linear | sqrt: scale --lr with the global batch")
+      ->capture_default_str();
+  train->add_option("--seed", c.seed, "seed of initialisation, data order and dropout")
+      ->capture_default_str();
+  train
+      ->add_option("--reduction", c.reduction,
+                   "sum-scaled | mean-of-means (wrong on purpose, for teaching)")
+      ->capture_default_str();
+  train->add_option("--sync-bn", c.sync_bn, "auto | on | off: BatchNorm statistics over all ranks")
+      ->capture_default_str();
+  train
+      ->add_option("--blas-threads", c.blas_threads,
+                   "OpenBLAS threads per rank (0: cores per node / ranks per node)")
+      ->capture_default_str();
+  train->add_option("--collective", c.collective, "ring | mpi: our ring or MPI_Allreduce")
+      ->capture_default_str();
+  train
+      ->add_option("--bucket-bytes", c.bucket_bytes,
+                   "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B "
+                   "model, printed at start)")
+      ->capture_default_str();
+  train
+      ->add_option("--overlap", c.overlap,
+                   "on | off: start a bucket's ring during backward as soon as its gradients are "
+                   "written, or reduce after backward")
+      ->capture_default_str();
+  train
+      ->add_option("--progress", c.progress,
+                   "layers | thread: rings advance between layers on the main thread, or on a "
+                   "polling thread")
+      ->capture_default_str();
+  train->add_option(
+      "--cost-model", c.cost_model,
+      "JSON of `ringtrain bench allreduce --json` whose alpha-B fit sets the default bucket cap");
+  train->add_option("--trace-steps", c.trace_steps, "steps recorded in trace.json (0: no trace)")
+      ->capture_default_str();
+  train->add_option("--bucket-update", c.bucket_update)->group("");
+  train->add_option("--run-dir", c.run_dir,
+                    "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)");
+  train->add_option("--eval-every", c.eval_every, "evaluate every K steps (0: every epoch)")
+      ->capture_default_str();
+  train
+      ->add_option("--target-accuracy", c.target_accuracy,
+                   "stop when test accuracy >= A (0: no target)")
+      ->capture_default_str();
+  train->add_option("--log-every", c.log_every, "steps between metrics lines")
+      ->capture_default_str();
   train->add_flag("!--no-eval", c.evaluate, "do not evaluate on the test set");
   train->add_flag("--quiet", c.quiet, "print errors only");
-  train->add_option("--checkpoint-every", c.checkpoint_every, "save every K steps, or auto (Young/Daly interval from the measured save cost and --mtbf); 0: only at the end")->capture_default_str();
-  train->add_option("--mtbf", c.mtbf_s, "the job's mean time between failures in seconds, for --checkpoint-every auto");
+  train
+      ->add_option("--checkpoint-every", c.checkpoint_every,
+                   "save every K steps, or auto (Young/Daly interval from the measured save cost "
+                   "and --mtbf); 0: only at the end")
+      ->capture_default_str();
+  train->add_option("--mtbf", c.mtbf_s,
+                    "the job's mean time between failures in seconds, for --checkpoint-every auto");
   train->add_option("--keep", c.keep, "newest checkpoints kept")->capture_default_str();
-  train->add_option("--resume", c.resume, "auto (newest checkpoint of --run-dir that verifies) or a checkpoint file");
-  train->add_option("--replica-check-every", c.replica_check_every, "steps between checks that all replicas are bitwise equal (0: at the end only)")->capture_default_str();
-  train->add_option("--max-nonfinite-steps", c.max_nonfinite_steps, "consecutive steps with a non-finite gradient that are skipped before the run stops")->capture_default_str();
-  train->add_option("--watchdog-s", c.watchdog_s, "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step time, at least 60 s)")->capture_default_str();
+  train->add_option("--resume", c.resume,
+                    "auto (newest checkpoint of --run-dir that verifies) or a checkpoint file");
+  train
+      ->add_option("--replica-check-every", c.replica_check_every,
+                   "steps between checks that all replicas are bitwise equal (0: at the end only)")
+      ->capture_default_str();
+  train
+      ->add_option(
+          "--max-nonfinite-steps", c.max_nonfinite_steps,
+          "consecutive steps with a non-finite gradient that are skipped before the run stops")
+      ->capture_default_str();
+  train
+      ->add_option("--watchdog-s", c.watchdog_s,
+                   "end the job if a rank is stuck this long in one phase (0: automatic, 100 x "
+                   "step time, at least 60 s)")
+      ->capture_default_str();
   // Fault injection for the test suite: hidden from --help (empty group).
   train->add_option("--test-nan-rank", c.hooks.nan_rank)->group("");
   train->add_option("--test-nan-step", c.hooks.nan_step)->group("");

@@ -1,9 +1,9 @@
 // Sequential model: planning, forward and backward over the layer list.
 #include "ringtrain/framework/sequential.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -55,8 +55,8 @@ void Sequential::initialize(std::uint64_t seed) {
   buffers_.initialize(seed);
 }
 
-std::span<const float> Sequential::forward(std::span<const float> x, std::size_t n,
-                                           StepContext ctx) {
+std::span<const float> Sequential::forward(std::span<const float> x, std::size_t n, StepContext ctx,
+                                           const std::function<void(std::size_t)>& on_layer_done) {
   if (!planned_) throw Error("Sequential::forward before plan()");
   if (n > max_batch_)
     throw Error(fmt::format("batch of {} rows but the model was planned for {}", n, max_batch_));
@@ -69,6 +69,7 @@ std::span<const float> Sequential::forward(std::span<const float> x, std::size_t
     ctx.layer_index = i;
     std::span<float> out = activations_[i].span();
     layers_[i]->forward(in, out, n, ctx);
+    if (on_layer_done) on_layer_done(i);
     in = out;
   }
   return std::span<const float>(activations_.back().span()).first(n * num_elements(output_shape()));
@@ -79,7 +80,8 @@ void Sequential::backward(std::span<const float> dlogits, std::size_t n, StepCon
   std::span<const float> dy = dlogits;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     ctx.layer_index = i;
-    std::span<const float> x = i == 0 ? last_input_ : std::span<const float>(activations_[i - 1].span());
+    std::span<const float> x =
+        i == 0 ? last_input_ : std::span<const float>(activations_[i - 1].span());
     // The first layer's input gradient is never needed: skip computing it.
     std::span<float> dx;
     if (i > 0) dx = ((layers_.size() - 1 - i) % 2 == 0 ? grad_a_ : grad_b_).span();

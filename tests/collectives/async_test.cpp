@@ -1,21 +1,27 @@
 // The non-blocking allreduce: start, compute while polling, wait.
-#include <catch2/catch.hpp>
+#include "ringtrain/collectives/async.hpp"
 
 #include <sched.h>
 
+#include <catch2/catch.hpp>
+#include <cfloat>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "mpi_test.hpp"
-#include "ringtrain/collectives/async.hpp"
 #include "ringtrain/collectives/collectives.hpp"
 
 using namespace ringtrain::collectives;
 using ringtrain::testing::all_ranks;
 
 namespace {
-float value(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 100 + static_cast<int>(i % 97)); }
-float sum(int N, std::size_t i) { return static_cast<float>(50 * N * (N + 1) + N * static_cast<int>(i % 97)); }
+float value(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * 100 + static_cast<int>(i % 97));
+}
+float sum(int N, std::size_t i) {
+  return static_cast<float>(50 * N * (N + 1) + N * static_cast<int>(i % 97));
+}
 }  // namespace
 
 TEST_CASE("AsyncAllreduce: progress between bits of work, then wait") {
@@ -24,8 +30,8 @@ TEST_CASE("AsyncAllreduce: progress between bits of work, then wait") {
   bool ok = true;
   AsyncAllreduce reduction;  // reused across sizes and algorithms
   for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kMpi}) {
-    for (std::size_t M : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(N + 1),
-                          std::size_t{70001}}) {
+    for (std::size_t M :
+         {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(N + 1), std::size_t{70001}}) {
       RingOptions options;
       options.algorithm = algorithm;
       options.segment_bytes = 8192;
@@ -90,5 +96,43 @@ TEST_CASE("AsyncAllreduce refuses a second start while active") {
   reduction.wait();
   bool ok = (threw || !was_active) && !reduction.active();
   for (float v : x) ok &= v == static_cast<float>(comm.size());
+  REQUIRE(all_ranks(ok));
+}
+
+// The ring tests its own summed chunk for NaN and ±inf (what the trainer's skip decision
+// rests on): only the rank whose chunk holds the bad element sees it, so the OR over ranks
+// is "the sum is not finite"; a sum that overflows counts too, and finite sums never do.
+TEST_CASE("AsyncAllreduce: each rank flags a non-finite value in its own summed chunk") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  const std::size_t M = 1001;
+  bool ok = true;
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kMpi}) {
+    RingOptions options;
+    options.algorithm = algorithm;
+    options.segment_bytes = 256;  // several segments per chunk
+    // bad: -1 none; otherwise the element where the last rank puts a NaN, or where every
+    // rank puts 0.75 FLT_MAX (the sum overflows to inf when N >= 2).
+    for (const long bad : {-1L, 0L, 500L, long(M) - 1})
+      for (const bool overflow : {false, true}) {
+        std::vector<float> x(M, float(r + 1));
+        if (bad >= 0 && overflow) x[std::size_t(bad)] = 0.75f * FLT_MAX;
+        if (bad >= 0 && !overflow && r == N - 1) x[std::size_t(bad)] = NAN;
+        AsyncAllreduce reduction;
+        reduction.start(comm, x, options);
+        while (!reduction.own_chunk_reduced()) {
+          reduction.progress();
+          sched_yield();
+        }
+        const bool mine = reduction.sum_not_finite();
+        reduction.wait();
+        const std::size_t begin = chunk_begin(M, std::size_t(N), std::size_t(r));
+        const bool in_my_chunk =
+            bad >= 0 && std::size_t(bad) >= begin &&
+            std::size_t(bad) < begin + chunk_size(M, std::size_t(N), std::size_t(r));
+        const bool expected = in_my_chunk && N >= 2;  // one rank sums nothing, tests nothing
+        ok &= mine == expected;
+      }
+  }
   REQUIRE(all_ranks(ok));
 }

@@ -110,6 +110,46 @@ TEST_CASE("a step split over the rank's threads equals the 1-thread step, bit fo
   }
 }
 
+// What the trainer does with buckets: one step applied in pieces, in backward order (last
+// piece first), each piece updated as soon as its reduction completes.
+TEST_CASE("one step applied in pieces, in any order, equals step() bit for bit", "[optim]") {
+  constexpr std::size_t kN = 1003;
+  // Piece boundaries: unaligned, one element, an empty piece, the tail.
+  const std::vector<std::size_t> cuts = {0, 5, 6, 6, 300, 512, 1000, kN};
+  for (const auto& config : all_configs()) {
+    INFO(make_optimizer(config, 1)->describe());
+    auto whole = make_optimizer(config, kN);
+    auto pieces = make_optimizer(config, kN);
+    std::vector<float> p_whole = pattern(kN, 0.25f);
+    std::vector<float> p_pieces = p_whole;
+    for (int s = 0; s < 4; ++s) {
+      const std::vector<float> g = pattern(kN, 2.0f + float(s));
+      const float lr = 0.03f * float(s + 1);
+      whole->step(p_whole, g, lr);
+      pieces->begin_step();
+      for (std::size_t k = cuts.size() - 1; k-- > 0;) {
+        const std::size_t a = cuts[k], n = cuts[k + 1] - cuts[k];
+        pieces->update(a, std::span(p_pieces).subspan(a, n), std::span(g).subspan(a, n), lr);
+      }
+    }
+    CHECK(pieces->step_count() == whole->step_count());
+    CHECK(std::equal(p_whole.begin(), p_whole.end(), p_pieces.begin()));
+    const auto sw = whole->state(), sp = pieces->state();
+    for (std::size_t k = 0; k < sw.size(); ++k)
+      CHECK(std::equal(sw[k].values.begin(), sw[k].values.end(), sp[k].values.begin()));
+  }
+}
+
+TEST_CASE("an update outside the range or before begin_step throws UsageError", "[optim]") {
+  auto opt = make_optimizer(OptimizerConfig{}, 10);
+  std::vector<float> p(4), g(4);
+  CHECK_THROWS_WITH(opt->update(0, p, g, 0.1f), Catch::Contains("before begin_step"));
+  opt->begin_step();
+  CHECK_NOTHROW(opt->update(6, p, g, 0.1f));
+  CHECK_THROWS_WITH(opt->update(7, p, g, 0.1f), Catch::Contains("at offset 7"));
+  CHECK_THROWS_AS(opt->update(0, p, std::span(g).first(3), 0.1f), UsageError);
+}
+
 TEST_CASE("restoring state() and step_count() resumes the same computation", "[optim]") {
   constexpr std::size_t kN = 97;
   for (const auto& config : all_configs()) {

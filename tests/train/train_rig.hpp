@@ -6,10 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@
 namespace ringtrain::testing {
 
 // A short, quiet run: `steps` steps of `model`, no evaluation.
-inline TrainConfig small_config(const std::string& model, std::uint64_t steps, std::size_t global_batch) {
+inline TrainConfig small_config(const std::string& model, std::uint64_t steps,
+                                std::size_t global_batch) {
   TrainConfig c;
   c.model = model;
   c.steps = steps;
@@ -39,8 +41,10 @@ struct RunOutput {
 };
 
 // Trains on `comm` and returns the final parameters. Each calling rank makes its own
-// temporary folder (only the communicator's rank 0 writes into it).
-inline RunOutput train_on(TrainConfig config, MPI_Comm comm_handle) {
+// temporary folder (only the communicator's rank 0 writes into it); `inspect`, if given, sees
+// the run directory before it is removed.
+inline RunOutput train_on(TrainConfig config, MPI_Comm comm_handle,
+                          const std::function<void(const std::filesystem::path&)>& inspect = {}) {
   char pattern[] = "/tmp/ringtrain-test-XXXXXX";
   const std::filesystem::path dir = mkdtemp(pattern);
   config.run_dir = (dir / "run").string();
@@ -52,6 +56,7 @@ inline RunOutput train_on(TrainConfig config, MPI_Comm comm_handle) {
   auto b = trainer.model().buffers().values();
   out.parameters.assign(p.begin(), p.end());
   out.buffers.assign(b.begin(), b.end());
+  if (inspect) inspect(dir / "run");
   std::filesystem::remove_all(dir);
   return out;
 }

@@ -215,7 +215,7 @@ void Conv2d::forward_samples(const float* x, float* y, std::size_t begin, std::s
 // grad_bias = Σ_i Σ_pixels dy_i (both overwritten), and dx_i unless dx is null.
 void Conv2d::backward_samples(const float* x, const float* dy, float* dx, std::size_t begin,
                               std::size_t end, float* grad_weight, float* grad_bias,
-                              PartWorkspace& ws) {
+                              PartWorkspace& ws, const StepContext* poll) {
   const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
   std::fill_n(grad_bias, out_c_, 0.0f);
   for (std::size_t i = begin; i < end; ++i) {
@@ -231,6 +231,7 @@ void Conv2d::backward_samples(const float* x, const float* dy, float* dx, std::s
                dyi, col, i == begin ? 0.0f : 1.0f, grad_weight);
     // db += Σ_pixels dy_i
     for (std::size_t o = 0; o < out_c_; ++o) grad_bias[o] += sum_of(dyi + o * pixels_, pixels_);
+    if (poll) poll_communication(*poll);  // between samples: gradient rings in flight move
     if (dx == nullptr) continue;
     float* dxi = dx + i * in_size;
     // dcol = Wᵀ · dy_i   (C·k·k, Ho·Wo) = (C·k·k, O) · (O, Ho·Wo); then dx_i = col2im(dcol)
@@ -255,7 +256,7 @@ void Conv2d::forward(std::span<const float> x, std::span<float> y, std::size_t n
 
 void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
                       std::span<const float> dy, std::span<float> dx, std::size_t n,
-                      const StepContext& /*ctx*/) {
+                      const StepContext& ctx) {
   if (n == 0) {
     std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
     std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
@@ -266,7 +267,7 @@ void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
     PartWorkspace& ws = parts_[p];
     backward_samples(x.data(), dy.data(), dx.empty() ? nullptr : dx.data(), begin, end,
                      p == 0 ? grad_weight_.data() : ws.grad_weight.data(),
-                     p == 0 ? grad_bias_.data() : ws.grad_bias.data(), ws);
+                     p == 0 ? grad_bias_.data() : ws.grad_bias.data(), ws, p == 0 ? &ctx : nullptr);
   });
   // dW = dW_0 + dW_1 + ... in part order: the same sum, bit for bit, on every run.
   for (std::size_t p = 1; p < parts; ++p) {

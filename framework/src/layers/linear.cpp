@@ -42,7 +42,7 @@ void Linear::forward(std::span<const float> x, std::span<float> y, std::size_t n
 
 void Linear::backward(std::span<const float> x, std::span<const float> /*y*/,
                       std::span<const float> dy, std::span<float> dx, std::size_t n,
-                      const StepContext& /*ctx*/) {
+                      const StepContext& ctx) {
   if (n == 0) {  // no samples: the gradient of an empty sum is zero
     std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
     std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
@@ -58,6 +58,7 @@ void Linear::backward(std::span<const float> x, std::span<const float> /*y*/,
     for (std::size_t o = 0; o < out_; ++o) grad_bias_[o] += row[o];
   }
   // dx = dy · W   (n, in)
+  if (!dx.empty()) poll_communication(ctx);  // between the two products: rings in flight move
   if (!dx.empty())
     blas::gemm(blas::Trans::kNo, blas::Trans::kNo, int(n), int(in_), int(out_), 1.0f, dy.data(),
                weight_.data(), 0.0f, dx.data());

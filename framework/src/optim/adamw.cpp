@@ -1,5 +1,6 @@
 // AdamW update (see adamw.hpp for the rule). The per-step scalars (bias corrections, step
-// size) are computed once in double, as PyTorch does in Python, then one vectorisable pass
+// size) are computed in double, as PyTorch does in Python, once per update() call (a step
+// applied in pieces computes the same bits for each piece), then one vectorisable pass
 // updates m, v and p together.
 #include "ringtrain/framework/optim/adamw.hpp"
 
@@ -18,9 +19,10 @@ AdamW::AdamW(const OptimizerConfig& config, std::size_t num_elements)
       exp_avg_(num_elements, 0.0f),
       exp_avg_sq_(num_elements, 0.0f) {}
 
-void AdamW::step(std::span<float> params, std::span<const float> grads, float lr) {
-  check_extent(params, grads);
-  const double t = double(advance_step_count());
+void AdamW::update(std::size_t offset, std::span<float> params, std::span<const float> grads,
+                   float lr) {
+  check_piece(offset, params, grads);
+  const double t = double(step_count());  // begin_step() has counted this step
   const double bias_correction1 = 1.0 - std::pow(double(beta1_), t);  // 1 − β1ᵗ
   const double bias_correction2 = 1.0 - std::pow(double(beta2_), t);  // 1 − β2ᵗ
   const float step_size = float(double(lr) / bias_correction1);
@@ -30,12 +32,12 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   const float one_minus_b1 = float(1.0 - double(b1));
   const float one_minus_b2 = float(1.0 - double(b2));
 
-  // One range [begin, end) of the parts the step is split into (optimizer.hpp).
-  for_each_range([&](std::size_t begin, std::size_t end) {
+  // The piece in parts over the rank's threads (optimizer.hpp).
+  for_each_range(params.size(), [&](std::size_t begin, std::size_t end) {
     float* p = params.data();
     const float* grad = grads.data();
-    float* m = exp_avg_.data();
-    float* v = exp_avg_sq_.data();
+    float* m = exp_avg_.data() + offset;
+    float* v = exp_avg_sq_.data() + offset;
     for (std::size_t i = begin; i < end; ++i) {
       const float g = grad[i];
       const float mi = b1 * m[i] + one_minus_b1 * g;        // m = β1·m + (1 − β1)·g

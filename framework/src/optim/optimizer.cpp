@@ -31,23 +31,37 @@ Optimizer::Optimizer(std::size_t num_elements) : num_elements_(num_elements) {
 
 Optimizer::~Optimizer() = default;
 
-std::size_t Optimizer::parts_now() const {
+std::size_t Optimizer::parts_now(std::size_t n) const {
   const std::size_t budget = std::size_t(std::max(1, blas::threads()));
-  return std::min(planned_parts_, budget);
+  return std::max<std::size_t>(1, std::min({planned_parts_, budget, n / kMinPartElements}));
 }
 
-std::size_t Optimizer::range_begin(std::size_t p, std::size_t parts) const {
-  if (p >= parts) return num_elements_;
+std::size_t Optimizer::range_begin(std::size_t p, std::size_t parts, std::size_t n) {
+  if (p >= parts) return n;
   constexpr std::size_t kLine = 16;  // floats per 64-byte cache line
-  return p * num_elements_ / parts / kLine * kLine;
+  return p * n / parts / kLine * kLine;
 }
 
-void Optimizer::check_extent(std::span<const float> params, std::span<const float> grads) const {
+void Optimizer::step(std::span<float> params, std::span<const float> grads, float lr) {
   if (params.size() != num_elements_ || grads.size() != num_elements_)
     throw UsageError(fmt::format(
         "optimizer step on {} params and {} grads, but it owns {} elements; pass the same "
         "range it was built for",
         params.size(), grads.size(), num_elements_));
+  begin_step();
+  update(0, params, grads, lr);
+}
+
+void Optimizer::check_piece(std::size_t offset, std::span<const float> params,
+                            std::span<const float> grads) const {
+  if (params.size() != grads.size() || offset > num_elements_ ||
+      params.size() > num_elements_ - offset)
+    throw UsageError(fmt::format(
+        "optimizer update of {} params and {} grads at offset {}, but it owns {} elements; "
+        "pass a piece of the range it was built for",
+        params.size(), grads.size(), offset, num_elements_));
+  if (step_count_ == 0)
+    throw UsageError("optimizer update before begin_step(): count the step first");
 }
 
 void validate(const OptimizerConfig& config) {

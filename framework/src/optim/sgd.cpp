@@ -35,16 +35,18 @@ Sgd::Sgd(const OptimizerConfig& config, std::size_t num_elements)
       weight_decay_(config.weight_decay),
       momentum_buffer_(config.momentum > 0.0f ? num_elements : 0, 0.0f) {}
 
-void Sgd::step(std::span<float> params, std::span<const float> grads, float lr) {
-  check_extent(params, grads);
-  advance_step_count();
+void Sgd::update(std::size_t offset, std::span<float> params, std::span<const float> grads,
+                 float lr) {
+  check_piece(offset, params, grads);
+  float* const buf = momentum_buffer_.empty() ? nullptr : momentum_buffer_.data() + offset;
   const float mu = momentum_;
   const float wd = weight_decay_;
   const bool decay = wd != 0.0f;  // PyTorch skips the term entirely when wd = 0
+  // The piece in parts over the rank's threads (optimizer.hpp), one kernel for all parts.
   auto update = [&](auto kernel) {
-    for_each_range([&](std::size_t begin, std::size_t end) {
-      float* buf = momentum_buffer_.empty() ? nullptr : momentum_buffer_.data() + begin;
-      kernel(params.data() + begin, grads.data() + begin, buf, end - begin, lr, mu, wd);
+    for_each_range(params.size(), [&](std::size_t begin, std::size_t end) {
+      kernel(params.data() + begin, grads.data() + begin, buf ? buf + begin : nullptr, end - begin,
+             lr, mu, wd);
     });
   };
   if (mu == 0.0f) {

@@ -1,9 +1,10 @@
 // Validation and serialisation of TrainConfig. Every check names the flag and the value.
 #include "ringtrain/framework/train/config.hpp"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
 
 #include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -27,7 +28,9 @@ void require_one_of(const std::string& value, std::initializer_list<const char*>
 }
 
 // A float as the double with the same shortest decimal form: 0.9f -> 0.9, not 0.8999999761.
-double shortest(float value) { return std::stod(fmt::format("{}", value)); }
+double shortest(float value) {
+  return std::stod(fmt::format("{}", value));
+}
 
 }  // namespace
 
@@ -56,26 +59,43 @@ void TrainConfig::validate(int world_size) const {
   require(global_batch > 0, "--global-batch 0: a step needs at least one sample");
   if (!local_batches.empty())
     data::parse_local_batches(local_batches, static_cast<std::size_t>(world_size), global_batch);
-  require(steps > 0 || epochs > 0, fmt::format("--epochs {}: give --steps S or --epochs E > 0", epochs));
+  require(steps > 0 || epochs > 0,
+          fmt::format("--epochs {}: give --steps S or --epochs E > 0", epochs));
   require(std::isfinite(epochs) && epochs >= 0, fmt::format("--epochs {} must be >= 0", epochs));
   require(std::isfinite(lr) && lr > 0, fmt::format("--lr {}: the learning rate must be > 0", lr));
-  require(dropout >= 0.0f && dropout < 1.0f, fmt::format("--dropout {} must be in [0, 1)", dropout));
+  require(dropout >= 0.0f && dropout < 1.0f,
+          fmt::format("--dropout {} must be in [0, 1)", dropout));
   for (std::size_t w : parse_size_list(mlp_hidden, "--mlp-hidden"))
     require(w > 0, "--mlp-hidden " + mlp_hidden + ": widths must be > 0");
   require(target_accuracy >= 0.0 && target_accuracy <= 1.0,
           fmt::format("--target-accuracy {} must be in [0, 1]", target_accuracy));
   require(log_every > 0, "--log-every 0: must be >= 1");
   if (checkpoint_every == "auto")
-    require(mtbf_s > 0, "--checkpoint-every auto needs --mtbf SECONDS > 0 (the job's mean time between failures)");
+    require(
+        mtbf_s > 0,
+        "--checkpoint-every auto needs --mtbf SECONDS > 0 (the job's mean time between failures)");
   else
     parse_size_list(checkpoint_every, "--checkpoint-every");
   require(keep >= 1, "--keep 0: keep at least the newest checkpoint");
-  require(resume.empty() || !run_dir.empty(),
-          "--resume " + resume + " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
+  require(
+      resume.empty() || !run_dir.empty(),
+      "--resume " + resume + " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
   require(watchdog_s >= 0, fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", watchdog_s));
-  require(blas_threads >= 0, fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
+  require(blas_threads >= 0,
+          fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
   require_one_of(sync_bn, {"auto", "on", "off"}, "--sync-bn");
   require_one_of(collective, {"ring", "mpi"}, "--collective");
+  require_one_of(overlap, {"on", "off"}, "--overlap");
+  require_one_of(progress, {"layers", "thread"}, "--progress");
+  require_one_of(bucket_update, {"on", "off"}, "--bucket-update");
+  require(bucket_bytes == 0 || bucket_bytes >= 4,
+          fmt::format("--bucket-bytes {}: a bucket holds at least one float (4 bytes); 0 picks "
+                      "the default",
+                      bucket_bytes));
+  require(cost_model.empty() || std::filesystem::is_regular_file(cost_model),
+          "--cost-model " + cost_model +
+              ": no such file (write one with `ringtrain bench "
+              "allreduce --json FILE`)");
   parse_reduction(reduction);
   OptimizerConfig opt;
   opt.name = optimizer;
@@ -95,7 +115,9 @@ ScheduleConfig TrainConfig::schedule_config(std::uint64_t total_steps) const {
   s.base_lr = scale_learning_rate(lr, lr_scaling, global_batch, 128);
   s.warmup_steps = warmup_steps;
   s.total_steps = total_steps;
-  s.step_size = step_size > 0 ? step_size : std::max<std::uint64_t>(1, (total_steps - std::min(total_steps, warmup_steps)) / 3);
+  s.step_size = step_size > 0 ? step_size
+                              : std::max<std::uint64_t>(
+                                    1, (total_steps - std::min(total_steps, warmup_steps)) / 3);
   s.gamma = gamma;
   s.min_lr = min_lr;
   return s;
@@ -140,6 +162,12 @@ nlohmann::json TrainConfig::to_json() const {
           {"sync-bn", sync_bn},
           {"blas-threads", blas_threads},
           {"collective", collective},
+          {"bucket-bytes", bucket_bytes},
+          {"overlap", overlap},
+          {"progress", progress},
+          {"bucket-update", bucket_update},
+          {"cost-model", cost_model},
+          {"trace-steps", trace_steps},
           {"run-dir", run_dir},
           {"eval-every", eval_every},
           {"target-accuracy", target_accuracy},

@@ -42,10 +42,24 @@ class AsyncAllreduce {
   // Blocks until complete (waiting as options.wait says); this rank's counters.
   Counters wait();
   bool active() const { return ring_.active() || mpi_request_ != MPI_REQUEST_NULL; }
+  // True once this rank's chunk (schedule.hpp: chunk `rank`) holds the full sum: with the
+  // ring, after its reduce-scatter, before the all-gather ends; with MPI, at completion.
+  bool own_chunk_reduced() const;
+  // True if this rank's fully summed chunk holds a NaN or ±inf (valid once
+  // own_chunk_reduced()). The chunks of all ranks cover the buffer: "some rank saw one" is
+  // "the sum is not finite".
+  bool sum_not_finite() const;
+  // Completed MPI operations of the ring so far (0 with Algorithm::kMpi): a polling loop
+  // compares it to tell progress from idling.
+  std::size_t events() const { return ring_.events(); }
 
  private:
+  void check_own_chunk();  // Algorithm::kMpi, at completion
+
   const Communicator* comm_ = nullptr;
   RingOptions options_;
+  std::span<float> data_;
+  bool mpi_not_finite_ = false;
   RingTransfer ring_;                           // Algorithm::kRing
   MPI_Request mpi_request_ = MPI_REQUEST_NULL;  // Algorithm::kMpi: MPI_Iallreduce
 };

@@ -23,7 +23,8 @@ void check_mpi(int code, const char* call);
 
 class Environment {
  public:
-  // Initialises MPI (MPI_THREAD_FUNNELED) unless it already is.
+  // Initialises MPI (MPI_THREAD_SERIALIZED: any thread may call MPI, one at a time, which a
+  // communication thread that polls rings during backward needs) unless it already is.
   Environment(int* argc, char*** argv);
   ~Environment();
   Environment(const Environment&) = delete;

@@ -43,6 +43,13 @@ class RingTransfer {
   Counters wait(WaitPolicy policy);
 
   bool active() const { return active_; }
+  // A reduce-scatter or allreduce: true once this rank's chunk (chunk `rank`) holds the full
+  // sum, which is before the all-gather ends (true when idle, and for an all-gather).
+  bool own_chunk_reduced() const;
+  // True if this rank's fully summed chunk holds a NaN or ±inf (valid once
+  // own_chunk_reduced()). The ranks' chunks cover the buffer, so "some rank saw one" is "the
+  // sum is not finite": one small agreement tells every rank. False for an all-gather.
+  bool sum_not_finite() const { return sum_not_finite_; }
   // Completed MPI operations so far: a wait loop compares it to tell progress from idling.
   std::size_t events() const { return events_; }
   const Counters& counters() const { return counters_; }
@@ -76,15 +83,16 @@ class RingTransfer {
   // free list.
   std::vector<Step> steps_;
   std::vector<MPI_Request> recv_requests_, send_requests_;  // (steps, window_)
-  std::vector<std::size_t> recv_scratch_slot_;               // (steps, window_)
+  std::vector<std::size_t> recv_scratch_slot_;              // (steps, window_)
   std::unique_ptr<float[]> scratch_;  // (2·window_, scratch_stride_), never zero-filled
-  std::size_t scratch_capacity_ = 0;   // elements
-  std::size_t scratch_stride_ = 0;  // min(segment, largest chunk) elements per slot
+  std::size_t scratch_capacity_ = 0;  // elements
+  std::size_t scratch_stride_ = 0;    // min(segment, largest chunk) elements per slot
   std::vector<std::size_t> free_scratch_;
 
   int lowest_open_ = 0;  // steps below it are finished in both directions
   Counters counters_;
   std::size_t events_ = 0;
+  bool sum_not_finite_ = false;
   bool active_ = false;
 };
 

@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/wait.hpp"
@@ -36,6 +38,13 @@ void allreduce_min_max(const Communicator& comm, std::uint64_t value, std::uint6
 
 // Returns once every rank has entered it.
 void barrier(const Communicator& comm, WaitPolicy wait = WaitPolicy::kAuto);
+
+// Rank `root` receives every rank's text, in rank order (its own included); the other ranks
+// get an empty vector. For data gathered once (trace events at the end of a run), not for a
+// hot path: the lengths travel first, then the bytes, one rank after another. Throws if root
+// is out of range.
+std::vector<std::string> gather_text(const Communicator& comm, const std::string& mine,
+                                     int root = 0, WaitPolicy wait = WaitPolicy::kAuto);
 
 // Ranks agree that they all pass `elements`; otherwise every rank throws the same
 // CollectiveError naming `operation` and each rank's count. One small collective.

@@ -56,4 +56,8 @@ class Waiter {
   long sleep_ns_ = 0;
 };
 
+// Waits for one MPI request as `policy` says (resolved for `comm`); throws CollectiveError
+// if MPI_Test fails.
+void wait_request(const Communicator& comm, MPI_Request& request, WaitPolicy policy);
+
 }  // namespace ringtrain::collectives

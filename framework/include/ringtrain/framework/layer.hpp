@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,7 +59,16 @@ struct StepContext {
   std::size_t layer_index = 0;                // set by Sequential: keys per-layer randomness
   std::span<const std::uint64_t> sample_ids;  // global dataset index of each row (dropout)
   const CrossRankSum* cross_rank = nullptr;   // null: batch statistics of this rank only
+  // Called by a layer between pieces of long work in backward (a convolution between
+  // samples, a linear layer between its two products) so that gradient rings in flight
+  // advance (gradient_reducer.hpp). Null: nobody listens. It never touches the layer's data;
+  // call it from the calling thread only.
+  const std::function<void()>* poll = nullptr;
 };
+
+inline void poll_communication(const StepContext& ctx) {
+  if (ctx.poll) (*ctx.poll)();
+}
 
 // Views a layer receives into the model's flat buffers, one per spec, in spec order.
 struct LayerBinding {

@@ -5,6 +5,7 @@
 //   backward runs L-1 ... 0, ping-ponging dy/dx between two buffers; after layer i's
 //   backward its parameter gradients are final and on_layer_done(i) is called, so a
 //   bucket of gradients can start its reduction while earlier layers still compute.
+//   forward calls its on_layer_done(i) after layer i too (the trainer times layers).
 //
 // Parameter names: "layers.<i>.<kind>/<name>", e.g. "layers.0.linear/weight".
 #pragma once
@@ -49,7 +50,8 @@ class Sequential {
   void initialize(std::uint64_t seed);
 
   // x: (n, input...) -> logits (n, outputs); the view stays valid until the next forward.
-  std::span<const float> forward(std::span<const float> x, std::size_t n, StepContext ctx);
+  std::span<const float> forward(std::span<const float> x, std::size_t n, StepContext ctx,
+                                 const std::function<void(std::size_t layer)>& on_layer_done = {});
 
   // dlogits: (n, outputs). Needs the forward of the same step just before.
   void backward(std::span<const float> dlogits, std::size_t n, StepContext ctx,

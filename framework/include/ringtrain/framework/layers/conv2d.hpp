@@ -68,8 +68,10 @@ class Conv2d final : public Layer {
   void for_each_part(std::size_t n, std::size_t parts, Body&& body);
   void forward_samples(const float* x, float* y, std::size_t begin, std::size_t end,
                        PartWorkspace& ws);
+  // poll: the step's communication poll, called after each sample (part 0 only), or null.
   void backward_samples(const float* x, const float* dy, float* dx, std::size_t begin,
-                        std::size_t end, float* grad_weight, float* grad_bias, PartWorkspace& ws);
+                        std::size_t end, float* grad_weight, float* grad_bias, PartWorkspace& ws,
+                        const StepContext* poll);
   void im2col(const float* image, float* col, float* padded) const;
   void col2im(const float* col, float* image, float* padded) const;
 
@@ -77,9 +79,9 @@ class Conv2d final : public Layer {
 
   std::size_t in_c_, out_c_, k_, stride_, pad_;
   std::size_t h_ = 0, w_ = 0, ho_ = 0, wo_ = 0;
-  std::size_t patch_ = 0;           // C·k·k: rows of a column matrix
-  std::size_t pixels_ = 0;          // Ho·Wo: columns of a column matrix
-  bool identity_col_ = false;       // 1x1 kernel, stride 1, no padding: col_i is x_i itself
+  std::size_t patch_ = 0;             // C·k·k: rows of a column matrix
+  std::size_t pixels_ = 0;            // Ho·Wo: columns of a column matrix
+  bool identity_col_ = false;         // 1x1 kernel, stride 1, no padding: col_i is x_i itself
   std::vector<PartWorkspace> parts_;  // one per planned thread
   std::unique_ptr<ThreadPool> pool_;  // null when one thread was planned
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;

@@ -21,7 +21,8 @@ class AdamW final : public Optimizer {
   // config must be valid (see validate(OptimizerConfig)); make_optimizer checks it.
   AdamW(const OptimizerConfig& config, std::size_t num_elements);
 
-  void step(std::span<float> params, std::span<const float> grads, float lr) override;
+  void update(std::size_t offset, std::span<float> params, std::span<const float> grads,
+              float lr) override;
   std::vector<OptimizerStateView> state() override;
   std::string describe() const override;
 

@@ -8,17 +8,20 @@
 //
 // Because every rule here is elementwise, an optimizer built for `count` elements knows
 // nothing about where its range lies: stepping it on [a, b) of a buffer gives exactly the
-// result of stepping one over the whole buffer, restricted to [a, b).
+// result of stepping one over the whole buffer, restricted to [a, b). For the same reason
+// one step may be applied in pieces (begin_step, then update on each piece, in any order):
+// the trainer updates a gradient bucket as soon as its reduction completes, while later
+// buckets are still in flight, and the result is bitwise that of one step().
+//
+// Threads: the same property splits one update over the rank's threads. An optimizer built
+// while the BLAS budget is T threads (blas::threads(), DESIGN §4) cuts each piece it updates
+// into up to T contiguous parts (at least kMinPartElements each) and updates them on a pool
+// planned at construction. Every element's update reads and writes only that element, so
+// the result is bitwise the same for every thread count.
 //
 // Vocabulary: p params, g grad, lr learning rate (passed to every step, so a schedule
 // lives outside), t the step count (1 on the first step), state = per-element buffers
 // parallel to p (momentum, Adam moments) whose names are part of the checkpoint format.
-//
-// Threads: the same property splits one step over the rank's threads. An optimizer built
-// while the BLAS budget is T threads (blas::threads(), DESIGN §4) cuts its range into up
-// to T contiguous parts (at least kMinPartElements each) and updates them on a pool planned
-// at construction. Every element's update reads and writes only that element, so the
-// result is bitwise the same for every thread count.
 #pragma once
 
 #include <cstddef>
@@ -56,17 +59,27 @@ struct OptimizerStateView {
 
 class Optimizer {
  public:
-  // Plans the parts of a step for the current BLAS thread budget (see "Threads" above).
+  // Plans the parts of an update for the current BLAS thread budget (see "Threads" above).
   explicit Optimizer(std::size_t num_elements);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of the range this optimizer owns, in a single fused pass, no allocation.
-  // params, grads: (num_elements()). lr: the learning rate of this step (>= 0; the caller
-  // checks it). Increments step_count() first, so AdamW's bias correction sees t = 1 on
-  // the first step. Throws UsageError if a span has the wrong length.
-  virtual void step(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  // One update of the range this optimizer owns, in a single fused pass, no allocation:
+  // begin_step(), then update(0, params, grads, lr). params, grads: (num_elements()).
+  // lr: the learning rate of this step (>= 0; the caller checks it). Throws UsageError if a
+  // span has the wrong length.
+  void step(std::span<float> params, std::span<const float> grads, float lr);
+
+  // Counts the step about to be applied (so AdamW's bias correction sees t = 1 on the first
+  // step) and returns t. Call once per step, before its update()s.
+  std::uint64_t begin_step() { return ++step_count_; }
+  // Applies the current step to elements [offset, offset + params.size()) of the owned
+  // range; params and grads are those elements (the same length). Elementwise, so pieces
+  // that together cover the range, updated in any order, give bitwise one step()'s result.
+  // Throws UsageError if the spans differ in length or the piece leaves the range.
+  virtual void update(std::size_t offset, std::span<float> params, std::span<const float> grads,
+                      float lr) = 0;
 
   // The per-element state, for checkpoints (see OptimizerStateView). Empty for
   // momentum-free SGD. Views stay valid for the optimizer's lifetime.
@@ -82,21 +95,21 @@ class Optimizer {
 
   // Number of parameters in the owned range (= length of every state buffer).
   std::size_t num_elements() const { return num_elements_; }
-  // Parts a step is split into at most (1: no thread pool), fixed at construction.
+  // Parts an update is split into at most (1: no thread pool), fixed at construction.
   std::size_t planned_parts() const { return planned_parts_; }
 
  protected:
-  // Checks both spans have num_elements() elements; throws UsageError with the lengths.
-  void check_extent(std::span<const float> params, std::span<const float> grads) const;
-  // Counts the step about to be applied and returns its number t (1 on the first step).
-  std::uint64_t advance_step_count() { return ++step_count_; }
-  // Runs update(begin, end) over contiguous ranges that tile [0, num_elements()), in
-  // parallel on the planned threads (no more than the BLAS budget now); returns when all end.
+  // Checks that the piece [offset, offset + params.size()) lies in the owned range and both
+  // spans have its length; throws UsageError with the numbers.
+  void check_piece(std::size_t offset, std::span<const float> params,
+                   std::span<const float> grads) const;
+  // Runs update(begin, end) over contiguous ranges that tile [0, n) of a piece, in parallel
+  // on the planned threads (no more than the BLAS budget now); returns when all end.
   template <typename Update>
-  void for_each_range(Update&& update) {
-    const std::size_t parts = parts_now();
+  void for_each_range(std::size_t n, Update&& update) {
+    const std::size_t parts = parts_now(n);
     auto run_part = [&](std::size_t p) {
-      update(range_begin(p, parts), range_begin(p + 1, parts));
+      update(range_begin(p, parts, n), range_begin(p + 1, parts, n));
     };
     if (parts <= 1)
       run_part(0);
@@ -108,10 +121,11 @@ class Optimizer {
   // Smallest part worth a thread: waking a worker costs some microseconds, updating
   // 64 Ki elements some tens.
   static constexpr std::size_t kMinPartElements = 64 * 1024;
-  std::size_t parts_now() const;
-  // First element of part p of `parts`: p·n/parts rounded down to 16 floats (a cache line),
-  // so no two threads write the same line; range_begin(parts, parts) = n.
-  std::size_t range_begin(std::size_t p, std::size_t parts) const;
+  // Parts for a piece of n elements: planned, within the BLAS budget now, >= 64 Ki each.
+  std::size_t parts_now(std::size_t n) const;
+  // First element of part p of `parts` of [0, n): p·n/parts rounded down to 16 floats (a
+  // cache line), so no two threads write the same line; range_begin(parts, parts, n) = n.
+  static std::size_t range_begin(std::size_t p, std::size_t parts, std::size_t n);
 
   std::size_t num_elements_;
   std::uint64_t step_count_ = 0;

@@ -6,10 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ringtrain/framework/optim/schedule.hpp"
 
@@ -37,7 +36,8 @@ struct TrainConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   std::string schedule = "constant";
   std::uint64_t warmup_steps = 0;
-  std::uint64_t step_size = 0;  // schedule=step: decay every step_size steps (0: a third of the run)
+  std::uint64_t step_size =
+      0;  // schedule=step: decay every step_size steps (0: a third of the run)
   float gamma = 0.1f;
   float min_lr = 0.0f;
   std::string lr_scaling = "none";  // none | linear | sqrt, relative to batch 128
@@ -49,8 +49,16 @@ struct TrainConfig {
   int blas_threads = 0;                  // 0: cores per node / ranks per node
   std::string collective = "ring";       // ring | mpi
 
+  // overlap of the gradient sum with backward (gradient_reducer.hpp)
+  std::size_t bucket_bytes = 0;      // bucket cap; 0: the default rule from the α-β model
+  std::string overlap = "on";        // on: rings start during backward; off: after it
+  std::string progress = "layers";   // layers | thread: who polls the rings during backward
+  std::string bucket_update = "on";  // on: update each bucket once summed (hidden flag)
+  std::string cost_model;            // JSON of `ringtrain bench allreduce --json` for the default
+  std::uint64_t trace_steps = 20;    // steps recorded in trace.json; 0: no trace
+
   // run directory, evaluation, logging
-  std::string run_dir;  // empty: runs/<model>-<timestamp>
+  std::string run_dir;           // empty: runs/<model>-<timestamp>
   std::uint64_t eval_every = 0;  // steps; 0: once per epoch
   double target_accuracy = 0.0;  // 0: no target
   std::uint64_t log_every = 50;
@@ -58,28 +66,30 @@ struct TrainConfig {
   bool quiet = false;    // --quiet: rank 0 prints errors only
 
   // checkpoints (DESIGN §5): always one at the end; --checkpoint-every adds periodic ones
-  std::string checkpoint_every = "0";  // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
-  double mtbf_s = 0.0;                 // job mean time between failures, for "auto"
-  std::size_t keep = 3;                // newest checkpoints kept
-  std::string resume;                  // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
+  std::string checkpoint_every =
+      "0";               // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
+  double mtbf_s = 0.0;   // job mean time between failures, for "auto"
+  std::size_t keep = 3;  // newest checkpoints kept
+  std::string resume;    // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
 
   // safety nets of data-parallel training
-  std::uint64_t replica_check_every = 100;  // steps between replica hash checks (and at the end); 0: end only
-  std::uint64_t max_nonfinite_steps = 5;    // consecutive skipped (non-finite) steps before giving up
-  double watchdog_s = 0.0;                  // stuck-in-a-phase limit; 0: automatic (floor 60 s)
+  std::uint64_t replica_check_every =
+      100;  // steps between replica hash checks (and at the end); 0: end only
+  std::uint64_t max_nonfinite_steps = 5;  // consecutive skipped (non-finite) steps before giving up
+  double watchdog_s = 0.0;                // stuck-in-a-phase limit; 0: automatic (floor 60 s)
 
   // Fault injection for tests (hidden flags); rank -1 disables each.
   struct TestHooks {
-    int nan_rank = -1;          // this rank's gradient gets a NaN at nan_step
+    int nan_rank = -1;  // this rank's gradient gets a NaN at nan_step
     std::uint64_t nan_step = 0;
-    int perturb_rank = -1;      // this rank's first parameter is nudged at perturb_step
+    int perturb_rank = -1;  // this rank's first parameter is nudged at perturb_step
     std::uint64_t perturb_step = 0;
-    int hang_rank = -1;         // this rank sleeps hang_s before the allreduce of hang_step
+    int hang_rank = -1;  // this rank sleeps hang_s before the allreduce of hang_step
     std::uint64_t hang_step = 0;
     double hang_s = 0.0;
-    int kill_rank = -1;         // this rank SIGKILLs itself after completing step kill_step
+    int kill_rank = -1;  // this rank SIGKILLs itself after completing step kill_step
     std::uint64_t kill_step = 0;
-    int crash_phase = 0;        // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
+    int crash_phase = 0;  // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
     std::uint64_t crash_step = 0;
     // --checkpoint-every auto plans with these save costs instead of the measured ones: the
     // k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured. Both

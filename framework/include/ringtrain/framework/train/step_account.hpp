@@ -1,0 +1,58 @@
+// Where a training step's time went, on one rank, and the metrics window it adds up to.
+//
+// Every figure is measured directly with the steady clock, never derived from the others
+// (DESIGN §1.4: overlapped durations are not added together):
+//   step_s       the whole step, from the batch gather to the end of the optimizer update
+//   data_s       gathering this rank's slice of the batch
+//   forward_s    forward and the loss
+//   backward_s   backward, including the ring polls made between layers
+//   optimizer_s  the optimizer update (per bucket or whole)
+//   progress_s   ring polls outside those spans (between pieces of a per-bucket update)
+//   comm_s       Σ over buckets of [start, observed completion]: overlaps compute and the
+//                other buckets, so it is no share of step_s
+//   exposed_s    blocked on communication with no compute left
+// compute_s = data + forward + backward + optimizer + progress. The rest of step_s is
+// bookkeeping (watchdog marks, the non-finite decision's branch): compute + exposed ≈ step.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <vector>
+
+namespace ringtrain {
+
+struct StepTimes {
+  double step_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, progress_s = 0,
+         comm_s = 0, exposed_s = 0;
+  double collectives = 0;  // rings run this step
+  double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + progress_s; }
+};
+
+// Sums of StepTimes over the steps of one metrics window.
+class StepWindow {
+ public:
+  // The figures a window reports per rank, in this order.
+  static constexpr std::array<const char*, 9> kFields = {
+      "step_s",     "compute_s",   "comm_s",     "exposed_s",  "forward_s",
+      "backward_s", "optimizer_s", "progress_s", "collectives"};
+
+  void add(const StepTimes& t);
+  std::size_t steps() const { return steps_; }
+  void reset() { *this = StepWindow{}; }
+  // This rank's means per step, kFields order, into `out` (kFields.size() values).
+  void means(std::span<double> out) const;
+
+ private:
+  StepTimes sum_;
+  std::size_t steps_ = 0;
+};
+
+// The window's metrics.jsonl fields from every rank's means (ranks × kFields, row r = rank r):
+// rank 0's figures at the top level (the keys dp_speed.py and earlier runs read), each
+// field over all ranks under "per_rank", and overlap_fraction = 1 − exposed/comm (null when
+// nothing was communicated).
+nlohmann::json window_metrics(std::span<const double> all_ranks, int ranks);
+
+}  // namespace ringtrain

@@ -1,0 +1,354 @@
+// Bucketed gradient reduction with overlap (see gradient_reducer.hpp).
+//
+// Threads: with kThread the communication thread polls rings under mpi_mutex_ and records
+// completion times; only the main thread writes the trace (at the end of finish()).
+#include "ringtrain/framework/train/gradient_reducer.hpp"
+
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <thread>
+
+#include "ringtrain/collectives/small.hpp"
+#include "ringtrain/collectives/wait.hpp"
+#include "ringtrain/framework/error.hpp"
+
+namespace ringtrain {
+
+namespace coll = collectives;
+
+namespace {
+
+double now_s() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// True iff no value is NaN or ±inf (!(|v| <= FLT_MAX) is true for both); eight
+// accumulators let the loop vectorise.
+bool all_finite(std::span<const float> values) {
+  int bad[8] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= values.size(); i += 8)
+    for (int k = 0; k < 8; ++k) bad[k] |= !(std::fabs(values[i + std::size_t(k)]) <= FLT_MAX);
+  for (; i < values.size(); ++i) bad[0] |= !(std::fabs(values[i]) <= FLT_MAX);
+  int any = 0;
+  for (int b : bad) any |= b;
+  return any == 0;
+}
+
+}  // namespace
+
+std::string to_string(ProgressDriver driver) {
+  return driver == ProgressDriver::kThread ? "thread" : "layers";
+}
+
+ProgressDriver parse_progress_driver(const std::string& name) {
+  if (name == "layers") return ProgressDriver::kLayers;
+  if (name == "thread") return ProgressDriver::kThread;
+  throw UsageError("--progress " + name + ": choose one of layers, thread");
+}
+
+struct GradientReducer::InFlight {
+  coll::AsyncAllreduce ring;
+  coll::RingOptions options;
+  double start_s = 0.0, done_s = 0.0;
+  bool started = false, done = false, updated = false;
+};
+
+struct GradientReducer::Thread {
+  std::thread thread;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool main_waiting = false;  // the main thread polls itself: the thread stays asleep
+};
+
+GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore& params,
+                                 const ReducerOptions& options, Trace* trace)
+    : comm_(comm), grads_(params.grads()), options_(options), trace_(trace) {
+  if (options_.cap_bytes == 0)
+    throw UsageError("--bucket-bytes 0: a bucket needs at least 4 bytes");
+  std::vector<std::size_t> sizes;
+  for (const ParameterEntry& e : params.entries()) sizes.push_back(e.size);
+  buckets_ = coll::plan_buckets(sizes, std::max<std::size_t>(options_.cap_bytes, sizeof(float)));
+  for (const coll::Bucket& b : buckets_)
+    ready_layer_.push_back(params.entry(b.first_parameter).layer);
+  // Ranks that planned differently would pair rings of different sizes: agree first.
+  coll::check_same_size(comm_, options_.cap_bytes, "bucket cap (bytes)");
+  coll::check_same_size(comm_, buckets_.size(), "number of gradient buckets");
+
+  const int N = comm_.size();
+  // Bucket b's ring uses tags [tag + b·2N, tag + (b+1)·2N); one more range for the agreement.
+  const long long last_tag = static_cast<long long>(options_.ring.tag) +
+                             static_cast<long long>(buckets_.size() + 1) * 2 * N;
+  if (last_tag > comm_.tag_upper_bound())
+    throw UsageError(
+        fmt::format("{} gradient buckets need message tags up to {}, but MPI allows "
+                    "{}; raise --bucket-bytes",
+                    buckets_.size(), last_tag, comm_.tag_upper_bound()));
+  for (std::size_t b = 0; b <= buckets_.size(); ++b) {
+    rings_.push_back(std::make_unique<InFlight>());
+    InFlight& f = *rings_.back();
+    f.options = options_.ring;
+    f.options.check_sizes = false;  // agreed above, once
+    f.options.tag = options_.ring.tag + static_cast<int>(b) * 2 * N;
+  }
+  if (trace_) {
+    wait_name_ = trace_->name("wait for communication");
+    agree_name_ = trace_->name("agree: gradients finite");
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      ring_names_.push_back(trace_->name(fmt::format("ring bucket {}", b)));
+  }
+  if (options_.driver == ProgressDriver::kThread && N > 1) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw UsageError(
+          "--progress thread needs MPI initialised with MPI_THREAD_SERIALIZED or "
+          "more; this process has less: use --progress layers");
+    thread_ = std::make_unique<Thread>();
+    thread_->thread = std::thread([this] { thread_main(); });
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  if (thread_) {
+    {
+      std::lock_guard lock(mpi_mutex_);
+      thread_->stopping = true;
+    }
+    thread_->wake.notify_all();
+    thread_->thread.join();
+  }
+}
+
+void GradientReducer::begin_step() {
+  std::lock_guard lock(mpi_mutex_);  // the thread reads these
+  started_ = completed_ = 0;
+  agreement_ = Agreement::kIdle;
+  account_ = StepComm{};
+  for (auto& f : rings_) f->started = f->done = f->updated = false;
+}
+
+// Caller holds mpi_mutex_.
+void GradientReducer::start(std::size_t b) {
+  const coll::Bucket& k = buckets_[b];
+  std::span<float> data = grads_.subspan(k.offset, k.elements);
+  InFlight& f = *rings_[b];
+  f.start_s = now_s();
+  f.started = true;
+  f.ring.start(comm_, data, f.options);
+  ++started_;
+  if (comm_.size() > 1) ++account_.collectives;
+  account_.bytes += double(data.size_bytes());
+}
+
+// Caller holds mpi_mutex_.
+void GradientReducer::complete(std::size_t b, double now) {
+  InFlight& f = *rings_[b];
+  f.done = true;
+  f.done_s = now;
+  ++completed_;
+  account_.comm_s += now - f.start_s;
+}
+
+// Caller holds mpi_mutex_. Rings complete in any order.
+bool GradientReducer::poll_locked() {
+  bool any = false;
+  for (std::size_t b = 0; b < started_; ++b) {
+    InFlight& f = *rings_[b];
+    if (!f.done && f.ring.progress()) {
+      complete(b, now_s());
+      any = true;
+    }
+  }
+  return any;
+}
+
+// Caller holds mpi_mutex_. Starts the agreement once every bucket's own chunk holds its sum
+// (the flags are final then), and notes its outcome; true if either happened.
+bool GradientReducer::advance_agreement() {
+  InFlight& agree = *rings_.back();
+  if (agreement_ == Agreement::kDone) return false;
+  bool moved = false;
+  if (agreement_ == Agreement::kIdle) {
+    if (started_ < buckets_.size()) return false;
+    bool bad = local_bad_;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const coll::AsyncAllreduce& ring = rings_[b]->ring;
+      if (!ring.own_chunk_reduced()) return false;
+      bad = bad || ring.sum_not_finite();
+    }
+    flag_[0] = bad ? 1.0f : 0.0f;
+    agree.start_s = now_s();
+    agree.ring.start(comm_, flag_, agree.options);
+    agreement_ = Agreement::kInFlight;
+    moved = true;
+  }
+  if (agree.ring.progress()) {
+    agree.done_s = now_s();
+    agreement_ = Agreement::kDone;
+    account_.comm_s += agree.done_s - agree.start_s;
+    if (comm_.size() > 1) ++account_.collectives;
+    moved = true;
+  }
+  return moved;
+}
+
+void GradientReducer::layer_done(std::size_t layer) {
+  if (!options_.overlap) return;
+  std::unique_lock lock(mpi_mutex_);
+  bool started_any = false;
+  while (started_ < buckets_.size() && ready_layer_[started_] >= layer) {
+    start(started_);
+    started_any = true;
+  }
+  if (options_.driver == ProgressDriver::kLayers || !thread_)
+    poll_locked();
+  else if (started_any)
+    thread_->wake.notify_one();
+}
+
+void GradientReducer::poll() {
+  if (thread_ || completed_ == started_) return;
+  std::lock_guard lock(mpi_mutex_);
+  poll_locked();
+}
+
+void GradientReducer::update_bucket(std::size_t b,
+                                    const std::function<void(std::size_t, std::size_t)>& update) {
+  const coll::Bucket& k = buckets_[b];
+  const std::size_t piece = std::max<std::size_t>(1, options_.update_piece_elements);
+  for (std::size_t done = 0; done < k.elements; done += piece) {
+    update(k.offset + done, std::min(piece, k.elements - done));
+    if (options_.driver == ProgressDriver::kLayers && completed_ < started_) {
+      const double t0 = now_s();
+      std::lock_guard lock(mpi_mutex_);
+      poll_locked();
+      account_.progress_s += now_s() - t0;
+    }
+  }
+  rings_[b]->updated = true;
+}
+
+void GradientReducer::trace_rings() {
+  if (!trace_) return;
+  const InFlight& agree = *rings_.back();
+  trace_->span(agree_name_, 1, agree.start_s, agree.done_s);
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    trace_->span(ring_names_[b], 2 + int(b), rings_[b]->start_s, rings_[b]->done_s,
+                 double(buckets_[b].elements) * 4.0);
+}
+
+bool GradientReducer::finish(bool local_ok,
+                             const std::function<void(std::size_t, std::size_t)>& update) {
+  const std::size_t B = buckets_.size();
+  coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
+  // With N ranks each rank's ring checks its own chunk of the sum; one rank has no ring.
+  local_bad_ = !local_ok || (comm_.size() == 1 && !all_finite(grads_));
+
+  if (!options_.overlap) {
+    // Off: every bucket after backward, one after another, then the agreement; all exposed.
+    std::lock_guard lock(mpi_mutex_);
+    for (std::size_t b = 0; b < B; ++b) {
+      start(b);
+      rings_[b]->ring.wait();
+      complete(b, now_s());
+    }
+    while (agreement_ != Agreement::kDone)
+      if (!advance_agreement()) waiter.idle();
+    account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
+    if (trace_) trace_->span(wait_name_, 0, rings_[0]->start_s, rings_.back()->done_s);
+    trace_rings();
+    const bool ok = flag_[0] == 0.0f;
+    if (ok) update(0, grads_.size());
+    return ok;
+  }
+
+  double poll_t0 = now_s();  // polls from here to the next wait or update are progress_s
+  std::unique_lock lock(mpi_mutex_);
+  while (started_ < B) start(started_);  // a model whose first layers have no parameters
+  if (thread_) thread_->main_waiting = true;
+  for (;;) {
+    bool moved = poll_locked();
+    moved = advance_agreement() || moved;
+    const bool ok = agreement_ == Agreement::kDone && flag_[0] == 0.0f;
+    if (ok && options_.update_per_bucket) {
+      // Update every summed bucket not yet updated, the thread polling meanwhile.
+      for (std::size_t b = 0; b < B; ++b) {
+        if (!rings_[b]->done || rings_[b]->updated) continue;
+        account_.progress_s += now_s() - poll_t0;
+        if (thread_) {
+          thread_->main_waiting = false;
+          thread_->wake.notify_one();
+        }
+        lock.unlock();
+        update_bucket(b, update);
+        lock.lock();
+        if (thread_) thread_->main_waiting = true;
+        poll_t0 = now_s();
+        moved = true;
+      }
+    }
+    bool all_done = agreement_ == Agreement::kDone && completed_ == B;
+    if (all_done && ok && options_.update_per_bucket)
+      for (std::size_t b = 0; b < B; ++b) all_done = all_done && rings_[b]->updated;
+    if (all_done) break;
+    if (moved) {
+      waiter.reset();
+      continue;
+    }
+    // Nothing to compute: this is the wait that lengthens the step.
+    const double t0 = now_s();
+    account_.progress_s += t0 - poll_t0;
+    do {
+      waiter.idle();
+    } while (!poll_locked() && !advance_agreement());
+    const double t1 = now_s();
+    account_.exposed_s += t1 - t0;
+    if (trace_) trace_->span(wait_name_, 0, t0, t1);
+    waiter.reset();
+    poll_t0 = t1;
+  }
+  account_.progress_s += now_s() - poll_t0;
+  if (thread_) thread_->main_waiting = false;
+  lock.unlock();
+  trace_rings();
+  const bool ok = flag_[0] == 0.0f;
+  if (ok && !options_.update_per_bucket) update(0, grads_.size());
+  return ok;
+}
+
+// kThread: poll while rings are in flight and the main thread computes; sleep between polls
+// that moved nothing (a spinning thread would take the core from backward).
+void GradientReducer::thread_main() {
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // wake on time, not up to 50 µs late
+  const long sleep_ns = std::max(1000L, static_cast<long>(options_.thread_poll_s * 1e9));
+  std::unique_lock lock(mpi_mutex_);
+  std::size_t seen = 0;
+  for (;;) {
+    thread_->wake.wait(lock, [&] {
+      return thread_->stopping || (completed_ < started_ && !thread_->main_waiting);
+    });
+    if (thread_->stopping) return;
+    bool moved = poll_locked();
+    std::size_t events = 0;
+    for (std::size_t b = 0; b < started_; ++b) events += rings_[b]->ring.events();
+    moved = moved || events != seen;
+    seen = events;
+    lock.unlock();
+    if (!moved) {
+      timespec ts{0, sleep_ns};
+      nanosleep(&ts, nullptr);
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace ringtrain
