@@ -26,8 +26,8 @@ its last gradient; rings run one at a time (one link), each t(M) = 2(N-1)a + 2(N
        takes O M_k / M), waiting only when the next one is not there: that wait is the
        predicted exposed time.
 The model charges the ring nothing on the compute side: with 2 ranks on 2 cores the copies
-of a ring run on the cores that compute (MPI single-copy, cross-memory attach), so measured
-steps with overlap are longer than predicted by about the copy time.
+of a ring run on the cores that compute (inside the MPI calls of the polls between layers),
+so measured steps with overlap are longer than predicted by about the copy time.
 
   /usr/bin/python3 bench/overlap_sweep.py [--models mlp,cnn] [--ranks 2] [--rounds 2]
       [--caps 16K,64K,256K,1M,4M,16M,whole] [--keep-traces DIR] [--json FILE]
