@@ -135,6 +135,20 @@ def ringtrain_supports(ringtrain, flag):
     return flag in out.stdout
 
 
+def run_ringtrain(args, cmd, run_dir):
+    """Run one ringtrain job (bounded by MPIEXEC_TIMEOUT and --timeout) that writes run_dir;
+    return its manifest.json and its metrics.jsonl records."""
+    env = dict(os.environ, MPIEXEC_TIMEOUT=str(int(args.timeout)))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 15, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), proc.returncode,
+                                                 proc.stderr.strip()[-500:]))
+    with open(os.path.join(run_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return manifest, [json.loads(line) for line in f if line.strip()]
+
+
 def run_ours(args, model, ranks, keep_dir):
     steps = args.steps[model]
     log_every = max(1, steps // LOG_WINDOWS)
@@ -143,17 +157,8 @@ def run_ours(args, model, ranks, keep_dir):
            "--steps", str(steps), "--no-eval", "--quiet", "--blas-threads", "1",
            "--global-batch", str(args.global_batch), "--lr", "0.01",
            "--log-every", str(log_every), "--run-dir", run_dir]
-    env = dict(os.environ, MPIEXEC_TIMEOUT=str(int(args.timeout)))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 15,
-                              env=env)
-        if proc.returncode != 0:
-            raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), proc.returncode,
-                                                     proc.stderr.strip()[-500:]))
-        with open(os.path.join(run_dir, "manifest.json")) as f:
-            manifest = json.load(f)
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            windows = [json.loads(l) for l in f if l.strip()]
+        manifest, windows = run_ringtrain(args, cmd, run_dir)
     finally:
         if keep_dir:
             dest = os.path.join(keep_dir, os.path.basename(run_dir))
