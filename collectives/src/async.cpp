@@ -16,17 +16,21 @@ AsyncAllreduce::~AsyncAllreduce() {
 }
 
 void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
-                           const RingOptions& options) {
+                           const RingOptions& options, Collective which) {
   if (active())
     throw CollectiveError("rank " + std::to_string(comm.rank()) +
                           ": AsyncAllreduce::start while the previous reduction is active");
+  if (which != Collective::kAllreduce && options.algorithm != Algorithm::kRing)
+    throw CollectiveError(
+        "AsyncAllreduce: a reduce-scatter or all-gather alone needs the ring "
+        "algorithm (Algorithm::kRing), not MPI's allreduce");
   comm_ = &comm;
   options_ = options;
   data_ = data;
   mpi_not_finite_ = false;
   if (options.check_sizes) check_same_size(comm, data.size(), "AsyncAllreduce", options.wait);
   if (options.algorithm == Algorithm::kRing) {
-    ring_.start(comm, data, Collective::kAllreduce, options);
+    ring_.start(comm, data, which, options);
     return;
   }
   if (comm.size() == 1 || data.empty()) return;

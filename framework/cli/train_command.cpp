@@ -94,6 +94,11 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--trace-steps", c.trace_steps, "steps recorded in trace.json (0: no trace)")
       ->capture_default_str();
   train->add_option("--bucket-update", c.bucket_update)->group("");
+  train
+      ->add_option("--zero", c.zero,
+                   "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates "
+                   "its chunk of every bucket, the ring all-gathers the parameters")
+      ->capture_default_str();
   train->add_option("--run-dir", c.run_dir,
                     "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)");
   train->add_option("--eval-every", c.eval_every, "evaluate every K steps (0: every epoch)")

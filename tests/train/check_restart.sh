@@ -7,17 +7,21 @@
 #    same losses in metrics.jsonl when N_RESUME = N_FIRST; otherwise every array within
 #    1e-5 relative (‖a − b‖ / ‖b‖, `ringtrain inspect --compare`)
 # If EXPECT_RESUMED is set (a checkpoint file name), the resume must start from that file.
+# FIRST_ARGS (reference and faulty run) and RESUME_ARGS (the resume) add flags to one side
+# only, e.g. FIRST_ARGS="--zero 1" RESUME_ARGS="--zero 0".
 set -u
+read -ra first_args <<<"${FIRST_ARGS:-}"
+read -ra resume_args <<<"${RESUME_ARGS:-}"
 ringtrain=$1 mpiexec=$2 n_first=$3 n_resume=$4 fault=$5; shift 5
 [[ "$1" == "--" ]] && shift
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*"; for f in *.log; do echo "--- $f"; tail -5 "$f"; done; exit 1; }
 export MPIEXEC_TIMEOUT=120
-"$mpiexec" -n "$n_first" "$ringtrain" train "$@" --quiet --run-dir A >a.log 2>&1 || fail "reference run failed"
+"$mpiexec" -n "$n_first" "$ringtrain" train "$@" "${first_args[@]}" --quiet --run-dir A >a.log 2>&1 || fail "reference run failed"
 # shellcheck disable=SC2086
-"$mpiexec" -n "$n_first" "$ringtrain" train "$@" --quiet --run-dir B $fault >b1.log 2>&1 && fail "the fault did not stop the run"
-"$mpiexec" -n "$n_resume" "$ringtrain" train "$@" --run-dir B --resume auto >b2.log 2>&1 || fail "resume failed"
+"$mpiexec" -n "$n_first" "$ringtrain" train "$@" "${first_args[@]}" --quiet --run-dir B $fault >b1.log 2>&1 && fail "the fault did not stop the run"
+"$mpiexec" -n "$n_resume" "$ringtrain" train "$@" "${resume_args[@]}" --run-dir B --resume auto >b2.log 2>&1 || fail "resume failed"
 grep -qE "resumed from|no checkpoint to resume from" b2.log || fail "the second attempt did not resume"
 if [[ -n ${EXPECT_RESUMED:-} ]]; then
   grep -q "resumed from B/checkpoints/$EXPECT_RESUMED " b2.log ||

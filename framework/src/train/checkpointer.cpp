@@ -37,6 +37,8 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
   const bool writer = comm_.rank() == 0;
   std::filesystem::path partial;
   std::string error;
+  // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp).
+  const std::vector<FullOptimizerState> gathered = gather_optimizer_state(comm_, state);
   if (writer) {
     try {
       checkpoint::Header header;
@@ -44,7 +46,8 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
       header.epoch = epoch;
       header.world_size = comm_.size();
       header.config_json = config_json_;
-      partial = checkpoint::write_partial(dir_, state.progress.step, header, capture(state));
+      partial =
+          checkpoint::write_partial(dir_, state.progress.step, header, capture(state, gathered));
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -72,7 +75,8 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
 std::optional<std::filesystem::path> Checkpointer::resume(
     const TrainingState& state, const std::string& what,
     const std::function<void(const std::string&)>& report) {
-  const checkpoint::Expected expected = checkpoint::Expected::of(capture(state));
+  const checkpoint::Expected expected =
+      checkpoint::Expected::of(capture(state, gather_optimizer_state(comm_, state)));
   std::optional<checkpoint::Loaded> loaded;
   std::string error;
   try {

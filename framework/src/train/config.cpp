@@ -88,6 +88,13 @@ void TrainConfig::validate(int world_size) const {
   require_one_of(overlap, {"on", "off"}, "--overlap");
   require_one_of(progress, {"layers", "thread"}, "--progress");
   require_one_of(bucket_update, {"on", "off"}, "--bucket-update");
+  require(zero == 0 || zero == 1,
+          fmt::format("--zero {}: choose 0 (every rank keeps all optimizer state) or 1 (ZeRO-1: "
+                      "each rank its shard)",
+                      zero));
+  require(zero == 0 || collective == "ring",
+          "--zero 1 updates the chunk the ring's reduce-scatter leaves each rank: it needs "
+          "--collective ring");
   require(bucket_bytes == 0 || bucket_bytes >= 4,
           fmt::format("--bucket-bytes {}: a bucket holds at least one float (4 bytes); 0 picks "
                       "the default",
@@ -168,6 +175,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"bucket-update", bucket_update},
           {"cost-model", cost_model},
           {"trace-steps", trace_steps},
+          {"zero", zero},
           {"run-dir", run_dir},
           {"eval-every", eval_every},
           {"target-accuracy", target_accuracy},

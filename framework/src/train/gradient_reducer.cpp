@@ -43,6 +43,13 @@ bool all_finite(std::span<const float> values) {
   return any == 0;
 }
 
+std::vector<coll::Bucket> plan(const ParameterStore& params, const ReducerOptions& options) {
+  if (options.cap_bytes == 0) throw UsageError("--bucket-bytes 0: a bucket needs at least 4 bytes");
+  std::vector<std::size_t> sizes;
+  for (const ParameterEntry& e : params.entries()) sizes.push_back(e.size);
+  return coll::plan_buckets(sizes, std::max<std::size_t>(options.cap_bytes, sizeof(float)));
+}
+
 }  // namespace
 
 std::string to_string(ProgressDriver driver) {
@@ -59,7 +66,9 @@ struct GradientReducer::InFlight {
   coll::AsyncAllreduce ring;
   coll::RingOptions options;
   double start_s = 0.0, done_s = 0.0;
+  double gather_start_s = 0.0;  // zero: the all-gather of the updated parameters
   bool started = false, done = false, updated = false;
+  bool gathering = false, gathered = false;  // zero
 };
 
 struct GradientReducer::Thread {
@@ -71,12 +80,17 @@ struct GradientReducer::Thread {
 
 GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore& params,
                                  const ReducerOptions& options, Trace* trace)
-    : comm_(comm), grads_(params.grads()), options_(options), trace_(trace) {
-  if (options_.cap_bytes == 0)
-    throw UsageError("--bucket-bytes 0: a bucket needs at least 4 bytes");
-  std::vector<std::size_t> sizes;
-  for (const ParameterEntry& e : params.entries()) sizes.push_back(e.size);
-  buckets_ = coll::plan_buckets(sizes, std::max<std::size_t>(options_.cap_bytes, sizeof(float)));
+    : comm_(comm),
+      grads_(params.grads()),
+      params_(params.values()),
+      options_(options),
+      trace_(trace),
+      buckets_(plan(params, options)),
+      shard_(buckets_, params.num_elements(), comm.size(), comm.rank(), options.zero) {
+  if (options_.zero && options_.ring.algorithm != coll::Algorithm::kRing && comm_.size() > 1)
+    throw UsageError(
+        "--zero 1 updates the chunk that the ring's reduce-scatter leaves each rank: use "
+        "--collective ring");
   for (const coll::Bucket& b : buckets_)
     ready_layer_.push_back(params.entry(b.first_parameter).layer);
   // Ranks that planned differently would pair rings of different sizes: agree first.
@@ -130,10 +144,10 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::begin_step() {
   std::lock_guard lock(mpi_mutex_);  // the thread reads these
-  started_ = completed_ = 0;
+  started_ = completed_ = gathering_ = gathered_ = 0;
   agreement_ = Agreement::kIdle;
   account_ = StepComm{};
-  for (auto& f : rings_) f->started = f->done = f->updated = false;
+  for (auto& f : rings_) f->started = f->done = f->updated = f->gathering = f->gathered = false;
 }
 
 // Caller holds mpi_mutex_.
@@ -143,7 +157,8 @@ void GradientReducer::start(std::size_t b) {
   InFlight& f = *rings_[b];
   f.start_s = now_s();
   f.started = true;
-  f.ring.start(comm_, data, f.options);
+  f.ring.start(comm_, data, f.options,
+               options_.zero ? coll::Collective::kReduceScatter : coll::Collective::kAllreduce);
   ++started_;
   if (comm_.size() > 1) ++account_.collectives;
   account_.bytes += double(data.size_bytes());
@@ -158,6 +173,19 @@ void GradientReducer::complete(std::size_t b, double now) {
   account_.comm_s += now - f.start_s;
 }
 
+// Caller holds mpi_mutex_. Bucket b's updated parameters (this rank's chunk of them) go to
+// every rank: the all-gather half of the ring whose reduce-scatter summed the gradient.
+void GradientReducer::start_gather(std::size_t b) {
+  const coll::Bucket& k = buckets_[b];
+  InFlight& f = *rings_[b];
+  f.gather_start_s = now_s();
+  f.gathering = true;
+  ++gathering_;
+  f.ring.start(comm_, params_.subspan(k.offset, k.elements), f.options,
+               coll::Collective::kAllGather);
+  if (comm_.size() > 1) ++account_.collectives;
+}
+
 // Caller holds mpi_mutex_. Rings complete in any order.
 bool GradientReducer::poll_locked() {
   bool any = false;
@@ -165,6 +193,14 @@ bool GradientReducer::poll_locked() {
     InFlight& f = *rings_[b];
     if (!f.done && f.ring.progress()) {
       complete(b, now_s());
+      any = true;
+    } else if (f.gathering && f.ring.progress()) {
+      f.done_s = now_s();
+      f.gathering = false;
+      f.gathered = true;
+      --gathering_;
+      ++gathered_;
+      account_.comm_s += f.done_s - f.gather_start_s;
       any = true;
     }
   }
@@ -216,18 +252,18 @@ void GradientReducer::layer_done(std::size_t layer) {
 }
 
 void GradientReducer::poll() {
-  if (thread_ || completed_ == started_) return;
+  if (thread_ || !in_flight()) return;
   std::lock_guard lock(mpi_mutex_);
   poll_locked();
 }
 
-void GradientReducer::update_bucket(std::size_t b,
-                                    const std::function<void(std::size_t, std::size_t)>& update) {
-  const coll::Bucket& k = buckets_[b];
+// This rank's piece of bucket b (all of it unless zero), in pieces that leave room to poll.
+void GradientReducer::update_bucket(std::size_t b, const UpdatePiece& update) {
+  const ShardPiece& mine = shard_.pieces()[b];
   const std::size_t piece = std::max<std::size_t>(1, options_.update_piece_elements);
-  for (std::size_t done = 0; done < k.elements; done += piece) {
-    update(k.offset + done, std::min(piece, k.elements - done));
-    if (options_.driver == ProgressDriver::kLayers && completed_ < started_) {
+  for (std::size_t done = 0; done < mine.count; done += piece) {
+    update(mine.flat_offset + done, std::min(piece, mine.count - done), mine.shard_offset + done);
+    if (options_.driver == ProgressDriver::kLayers && in_flight()) {
       const double t0 = now_s();
       std::lock_guard lock(mpi_mutex_);
       poll_locked();
@@ -246,9 +282,9 @@ void GradientReducer::trace_rings() {
                  double(buckets_[b].elements) * 4.0);
 }
 
-bool GradientReducer::finish(bool local_ok,
-                             const std::function<void(std::size_t, std::size_t)>& update) {
+bool GradientReducer::finish(bool local_ok, const UpdatePiece& update) {
   const std::size_t B = buckets_.size();
+  const bool per_bucket = options_.update_per_bucket || options_.zero;
   coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
   // With N ranks each rank's ring checks its own chunk of the sum; one rank has no ring.
   local_bad_ = !local_ok || (comm_.size() == 1 && !all_finite(grads_));
@@ -263,11 +299,23 @@ bool GradientReducer::finish(bool local_ok,
     }
     while (agreement_ != Agreement::kDone)
       if (!advance_agreement()) waiter.idle();
-    account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
     if (trace_) trace_->span(wait_name_, 0, rings_[0]->start_s, rings_.back()->done_s);
-    trace_rings();
     const bool ok = flag_[0] == 0.0f;
-    if (ok) update(0, grads_.size());
+    if (ok && options_.zero) {
+      // Each bucket: update this rank's chunk, then all-gather the parameters, blocking.
+      for (std::size_t b = 0; b < B; ++b) {
+        const ShardPiece& mine = shard_.pieces()[b];
+        if (mine.count > 0) update(mine.flat_offset, mine.count, mine.shard_offset);
+        start_gather(b);
+        rings_[b]->ring.wait();
+        poll_locked();  // notes the completion
+        if (trace_) trace_->span(wait_name_, 0, rings_[b]->gather_start_s, rings_[b]->done_s);
+      }
+    } else if (ok) {
+      update(0, grads_.size(), 0);
+    }
+    account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
+    trace_rings();
     return ok;
   }
 
@@ -279,8 +327,9 @@ bool GradientReducer::finish(bool local_ok,
     bool moved = poll_locked();
     moved = advance_agreement() || moved;
     const bool ok = agreement_ == Agreement::kDone && flag_[0] == 0.0f;
-    if (ok && options_.update_per_bucket) {
-      // Update every summed bucket not yet updated, the thread polling meanwhile.
+    if (ok && per_bucket) {
+      // Update every summed bucket not yet updated, the thread polling meanwhile; with zero,
+      // its all-gather of the updated parameters starts right after.
       for (std::size_t b = 0; b < B; ++b) {
         if (!rings_[b]->done || rings_[b]->updated) continue;
         account_.progress_s += now_s() - poll_t0;
@@ -291,14 +340,16 @@ bool GradientReducer::finish(bool local_ok,
         lock.unlock();
         update_bucket(b, update);
         lock.lock();
+        if (options_.zero) start_gather(b);
         if (thread_) thread_->main_waiting = true;
         poll_t0 = now_s();
         moved = true;
       }
     }
     bool all_done = agreement_ == Agreement::kDone && completed_ == B;
-    if (all_done && ok && options_.update_per_bucket)
+    if (all_done && ok && per_bucket)
       for (std::size_t b = 0; b < B; ++b) all_done = all_done && rings_[b]->updated;
+    if (all_done && ok && options_.zero) all_done = gathered_ == B;
     if (all_done) break;
     if (moved) {
       waiter.reset();
@@ -321,7 +372,7 @@ bool GradientReducer::finish(bool local_ok,
   lock.unlock();
   trace_rings();
   const bool ok = flag_[0] == 0.0f;
-  if (ok && !options_.update_per_bucket) update(0, grads_.size());
+  if (ok && !per_bucket) update(0, grads_.size(), 0);
   return ok;
 }
 
@@ -333,9 +384,8 @@ void GradientReducer::thread_main() {
   std::unique_lock lock(mpi_mutex_);
   std::size_t seen = 0;
   for (;;) {
-    thread_->wake.wait(lock, [&] {
-      return thread_->stopping || (completed_ < started_ && !thread_->main_waiting);
-    });
+    thread_->wake.wait(
+        lock, [&] { return thread_->stopping || (in_flight() && !thread_->main_waiting); });
     if (thread_->stopping) return;
     bool moved = poll_locked();
     std::size_t events = 0;

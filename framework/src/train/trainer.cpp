@@ -181,7 +181,6 @@ TrainResults Trainer::run() {
   opt.beta1 = config_.beta1;
   opt.beta2 = config_.beta2;
   opt.eps = config_.eps;
-  auto optimizer = make_optimizer(opt, model.parameters().num_elements());
 
   data::GlobalSampler sampler(config_.seed, train.size(), global_batch);
   const std::uint64_t steps_per_epoch = sampler.steps_per_epoch();
@@ -207,6 +206,7 @@ TrainResults Trainer::run() {
   reducer_options.update_per_bucket = config_.bucket_update == "on";
   reducer_options.driver = parse_progress_driver(config_.progress);
   reducer_options.ring = ring;
+  reducer_options.zero = config_.zero == 1;
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
   double origin[1] = {leader ? now_s() : 0.0};  // rank 0's start, on rank 0's clock
   if (world > 1) coll::allreduce_sum(comm_, std::span<double>(origin));
@@ -217,6 +217,11 @@ TrainResults Trainer::run() {
               origin[0], clock.offset_s, clock.uncertainty_s);
   Trace* tracing = config_.trace_steps > 0 ? &trace : nullptr;
   GradientReducer reducer(comm_, model.parameters(), reducer_options, tracing);
+  const bool per_bucket_update =  // ZeRO-1 updates bucket by bucket in both overlap modes
+      (reducer_options.overlap && reducer_options.update_per_bucket) || reducer_options.zero;
+  // --zero 1: the optimizer's state covers only this rank's chunk of each bucket.
+  auto optimizer = make_optimizer(opt, reducer.shard().elements());
+  const OptimizerStateBytes state_bytes = optimizer_state_bytes(comm_, *optimizer, reducer.shard());
   CommSum comm_sum(comm_, reducer.mpi_mutex());
   std::vector<std::size_t> forward_names, backward_names;
   for (std::size_t i = 0; i < layers; ++i) {
@@ -258,6 +263,13 @@ TrainResults Trainer::run() {
     manifest["cores_per_node"] = cores;
     manifest["ranks_per_node"] = comm_.ranks_per_node();
     manifest["optimizer"] = optimizer->describe();
+    manifest["optimizer_state"] = {
+        {"zero", config_.zero},
+        {"bytes_per_rank", state_bytes.per_rank},
+        {"unsharded_bytes", state_bytes.unsharded},
+        {"layout", config_.zero == 1 ? "ZeRO-1: rank r keeps state for chunk r of every "
+                                       "gradient bucket (the ring's partition)"
+                                     : "every rank keeps the state of every parameter"}};
     manifest["learning_rate_schedule"] = config_.describe_schedule(total_steps);
     manifest["steps_per_epoch"] = steps_per_epoch;
     manifest["total_steps"] = total_steps;
@@ -307,7 +319,7 @@ TrainResults Trainer::run() {
           {"source", ring_fit.source}}},
         {"overlap", config_.overlap},
         {"progress", config_.progress},
-        {"update_per_bucket", reducer_options.update_per_bucket && reducer_options.overlap}};
+        {"update_per_bucket", per_bucket_update}};
     manifest["results"] = TrainResults{}.to_json();
     run_dir->write_manifest(manifest);
     write_file_atomically(run_dir->path() / "config.toml", config_.to_toml());
@@ -331,13 +343,15 @@ TrainResults Trainer::run() {
                       manifest["batch_norm"]["statistics"].get<std::string>()));
     say(fmt::format("  optimizer {}, {}", optimizer->describe(),
                     config_.describe_schedule(total_steps)));
+    say(fmt::format("  optimizer state: {} bytes per rank (--zero {}{}; unsharded {} bytes)",
+                    fmt::join(state_bytes.per_rank, " / "), config_.zero,
+                    config_.zero == 1 ? ": each rank its chunk of every bucket" : "",
+                    state_bytes.unsharded));
     if (world > 1) {
       say(fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
                       reducer.buckets().size(), bucket_choice.cap_bytes, bucket_choice.reason,
                       config_.overlap, config_.progress,
-                      reducer_options.overlap && reducer_options.update_per_bucket
-                          ? ", each bucket updated as soon as it is summed"
-                          : ""));
+                      per_bucket_update ? ", each bucket updated as soon as it is summed" : ""));
     }
     say(fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
                     total_steps, steps_per_epoch, eval_every, run_dir->path().string()));
@@ -386,7 +400,8 @@ TrainResults Trainer::run() {
 
   // --- the training state, and a resume if asked ---
   TrainingProgress state_progress;
-  const TrainingState state{model, *optimizer, sampler, state_progress, config_.seed};
+  const TrainingState state{model,          *optimizer,   sampler,
+                            state_progress, config_.seed, &reducer.shard()};
   Checkpointer checkpointer(comm_, run_dir_path / "checkpoints", config_.keep,
                             config_.to_json().dump());
   if (!config_.resume.empty()) {
@@ -516,12 +531,13 @@ TrainResults Trainer::run() {
       t_layer = t;
     }
   };
-  const std::function<void(std::size_t, std::size_t)> update_piece = [&](std::size_t offset,
-                                                                         std::size_t count) {
+  const UpdatePiece update_piece = [&](std::size_t offset, std::size_t count,
+                                       std::size_t state_offset) {
     const double u0 = now_s();
     if (!counted) optimizer->begin_step();  // the step count advances only for applied steps
     counted = true;
-    optimizer->update(offset, params.subspan(offset, count), grads.subspan(offset, count), lr);
+    optimizer->update(state_offset, params.subspan(offset, count), grads.subspan(offset, count),
+                      lr);
     const double u1 = now_s();
     step_times->optimizer_s += u1 - u0;
     if (traced) trace.span(optimizer_name, 0, u0, u1);
@@ -636,16 +652,20 @@ TrainResults Trainer::run() {
     bool stop_now = false;
     if (log_now) {
       // One small allreduce: the window's loss and samples, whether a rank got a stop signal,
-      // and every rank's step account (rank r fills row r, the sum gathers them).
+      // every rank's step account (rank r fills row r, the sum gathers them), and every rank's
+      // peak resident memory (entry r after the rows).
       const double elapsed = now_s() - window_start;
       constexpr std::size_t F = StepWindow::kFields.size();
-      std::vector<double> sums(3 + std::size_t(world) * F, 0.0);
+      const std::size_t rss_at = 3 + std::size_t(world) * F;
+      std::vector<double> sums(rss_at + std::size_t(world), 0.0);
+      sums[rss_at + std::size_t(rank)] = double(peak_rss_bytes());
       sums[0] = prog.window_loss;
       sums[1] = prog.window_samples;
       sums[2] = stop_signals.requested() ? 1.0 : 0.0;
       window_times.means(std::span(sums).subspan(3 + std::size_t(rank) * F, F));
       if (world > 1) coll::allreduce_sum(comm_, std::span<double>(sums));
       last_loss = sums[0] / std::max(1.0, sums[1]);
+
       stop_now = sums[2] > 0.0 && done < total_steps;
       if (leader) {
         nlohmann::json record = {{"step", done},
@@ -654,7 +674,11 @@ TrainResults Trainer::run() {
                                  {"lr", learning_rate(schedule, step)},
                                  {"samples_per_s", sums[1] / elapsed},
                                  {"skipped_steps", prog.skipped_steps}};
-        record.update(window_metrics(std::span<const double>(sums).subspan(3), world));
+        record.update(window_metrics(std::span<const double>(sums).subspan(3, rss_at - 3), world));
+        // A fingerprint of the parameters after this step (equal runs log equal ones).
+        record["parameter_hash"] = fmt::format("{:016x}", hash_bits(params));
+        record["peak_rss_bytes"] =
+            std::vector<double>(sums.begin() + std::ptrdiff_t(rss_at), sums.end());
         run_dir->append_metrics(record);
       }
       prog.window_loss = prog.window_samples = 0.0;

@@ -34,7 +34,23 @@ void get_store(const checkpoint::StateTree& tree, ParameterStore& store) {
 
 }  // namespace
 
-checkpoint::StateTree capture(const TrainingState& s) {
+bool sharded(const TrainingState& s) {
+  return s.shard != nullptr && s.shard->sharded();
+}
+
+std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Communicator& comm,
+                                                       const TrainingState& s) {
+  std::vector<FullOptimizerState> full;
+  if (!sharded(s)) return full;
+  for (const OptimizerStateView& view : s.optimizer.state()) {
+    full.push_back({view.name, std::vector<float>(s.shard->total_elements())});
+    s.shard->gather(comm, view.values, full.back().values);
+  }
+  return full;
+}
+
+checkpoint::StateTree capture(const TrainingState& s,
+                              std::span<const FullOptimizerState> gathered) {
   checkpoint::StateTree tree;
   const ParameterStore& params = s.model.parameters();
   put_store(tree, params);
@@ -42,10 +58,19 @@ checkpoint::StateTree capture(const TrainingState& s) {
 
   // Optimizer state tensors are parallel to the flat parameter buffer: one entry per
   // (state, parameter), named so h5dump shows which tensor is which.
-  for (const OptimizerStateView& view : s.optimizer.state())
+  const std::vector<OptimizerStateView> views = s.optimizer.state();
+  if (sharded(s) && gathered.size() != views.size())
+    throw Error(
+        fmt::format("capture: the optimizer state is sharded; gather its {} tensors "
+                    "first (got {})",
+                    views.size(), gathered.size()));
+  for (std::size_t v = 0; v < views.size(); ++v) {
+    const std::span<const float> full =
+        sharded(s) ? std::span<const float>(gathered[v].values) : views[v].values;
     for (const ParameterEntry& e : params.entries())
-      tree.put_array(Group::kOptimizer, view.name + "/" + e.name, dims_of(e.shape),
-                     view.values.subspan(e.offset, e.size));
+      tree.put_array(Group::kOptimizer, views[v].name + "/" + e.name, dims_of(e.shape),
+                     full.subspan(e.offset, e.size));
+  }
   tree.put_u64(Group::kOptimizer, "step_count", s.optimizer.step_count());
   tree.put_string(Group::kOptimizer, "describe", s.optimizer.describe());
 
@@ -102,11 +127,15 @@ void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
   ParameterStore& params = s.model.parameters();
   get_store(tree, params);
   get_store(tree, s.model.buffers());
-  for (const OptimizerStateView& view : s.optimizer.state())
+  std::vector<float> full(sharded(s) ? params.num_elements() : 0);
+  for (const OptimizerStateView& view : s.optimizer.state()) {
+    const std::span<float> target = sharded(s) ? std::span<float>(full) : view.values;
     for (const ParameterEntry& e : params.entries()) {
       const auto values = tree.array(Group::kOptimizer, view.name + "/" + e.name, dims_of(e.shape));
-      std::copy(values.begin(), values.end(), view.values.begin() + std::ptrdiff_t(e.offset));
+      std::copy(values.begin(), values.end(), target.begin() + std::ptrdiff_t(e.offset));
     }
+    if (sharded(s)) s.shard->take(full, view.values);
+  }
   s.optimizer.set_step_count(tree.u64(Group::kOptimizer, "step_count"));
 
   s.sampler.restore({tree.u64(Group::kData, "seed"), tree.u64(Group::kData, "epoch"),

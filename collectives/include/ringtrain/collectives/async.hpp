@@ -12,6 +12,10 @@
 //   Counters c = reduction.wait();
 //
 // Several in flight at once on one communicator need distinct RingOptions::tag values.
+//
+// ZeRO-1 runs the two halves apart: start(..., Collective::kReduceScatter) on the gradient,
+// then, once this rank has updated its chunk, start(..., Collective::kAllGather) on the
+// parameters with the same object (the ring's own chunk partition, schedule.hpp).
 #pragma once
 
 #include <mpi.h>
@@ -35,8 +39,11 @@ class AsyncAllreduce {
   // Begins data <- Σ over ranks of data, in place. Collective. With options.check_sizes the
   // size agreement check runs first and blocks (one small collective). `comm` and `data`
   // must stay alive and `data` untouched until wait() or progress() reports completion.
-  // Throws CollectiveError (size mismatch, MPI failure, still active).
-  void start(const Communicator& comm, std::span<float> data, const RingOptions& options = {});
+  // Throws CollectiveError (size mismatch, MPI failure, still active). `which` other than
+  // kAllreduce (one half of the ring: schedule.hpp) needs Algorithm::kRing; with kMpi it
+  // throws CollectiveError.
+  void start(const Communicator& comm, std::span<float> data, const RingOptions& options = {},
+             Collective which = Collective::kAllreduce);
   // Advances without blocking; true once the reduction is complete (and when idle).
   bool progress();
   // Blocks until complete (waiting as options.wait says); this rank's counters.

@@ -56,6 +56,7 @@ struct TrainConfig {
   std::string bucket_update = "on";  // on: update each bucket once summed (hidden flag)
   std::string cost_model;            // JSON of `ringtrain bench allreduce --json` for the default
   std::uint64_t trace_steps = 20;    // steps recorded in trace.json; 0: no trace
+  int zero = 0;  // 1: ZeRO-1, optimizer state sharded over ranks (optimizer_shard.hpp)
 
   // run directory, evaluation, logging
   std::string run_dir;           // empty: runs/<model>-<timestamp>

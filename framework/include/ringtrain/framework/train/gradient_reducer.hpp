@@ -17,6 +17,13 @@
 // two modes give bitwise the same parameters (the optimizer is elementwise, so updating by
 // pieces changes nothing either: optimizer.hpp).
 //
+// ZeRO-1 (options.zero). Each bucket's ring runs only its reduce-scatter on the gradient;
+// once the step is agreed, update(...) is called on this rank's chunk of the bucket alone
+// (optimizer_shard.hpp), and the all-gather half of the same ring then carries the updated
+// parameters of the bucket to every rank. The reduce-scatter is the first half of the same
+// ring and the update is elementwise, so the parameters are bitwise those of zero off. Same
+// bytes on the wire; optimizer state and update work divided by N. Needs Algorithm::kRing.
+//
 // Skipping a step (non-finite gradients). The decision must come before the first bucket is
 // updated, and every rank must take the same one. After its reduce-scatter, rank r's chunk
 // of each bucket holds the full sum, and the ring tests it for NaN and ±inf in the same pass
@@ -57,6 +64,7 @@
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/options.hpp"
 #include "ringtrain/framework/parameters.hpp"
+#include "ringtrain/framework/train/optimizer_shard.hpp"
 #include "ringtrain/framework/train/trace.hpp"
 
 namespace ringtrain {
@@ -73,7 +81,13 @@ struct ReducerOptions {
   double thread_poll_s = 50e-6;               // kThread: sleep between fruitless polls
   std::size_t update_piece_elements = 65536;  // kLayers: poll between pieces of an update
   collectives::RingOptions ring;              // algorithm, segments, wait policy
+  bool zero = false;                          // ZeRO-1: see above; implies per-bucket updates
 };
+
+// update(offset, count, state_offset): apply the optimizer to elements [offset, offset+count)
+// of the flat buffers, which are elements [state_offset, state_offset+count) of the
+// optimizer's own range (state_offset = offset unless ZeRO-1 shards it).
+using UpdatePiece = std::function<void(std::size_t, std::size_t, std::size_t)>;
 
 // What one step's communication cost this rank.
 struct StepComm {
@@ -89,6 +103,7 @@ class GradientReducer {
   // The plan covers `params` (its entries, in buffer order, and each entry's layer). The
   // gradient buffer params.grads() must stay where it is. Collective: ranks check that they
   // agree on the plan (one small collective); CollectiveError otherwise.
+  // Throws UsageError for zero with Algorithm::kMpi on more than one rank.
   GradientReducer(const collectives::Communicator& comm, ParameterStore& params,
                   const ReducerOptions& options, Trace* trace);
   ~GradientReducer();
@@ -99,6 +114,9 @@ class GradientReducer {
   // The layer whose backward writes bucket b's last gradient.
   std::size_t ready_layer(std::size_t b) const { return ready_layer_[b]; }
   const ReducerOptions& options() const { return options_; }
+  // The elements this rank's optimizer owns: all of them, or with zero its chunk of each
+  // bucket. Build the optimizer with shard().elements() elements.
+  const OptimizerShard& shard() const { return shard_; }
 
   // Every MPI call of this rank made while a step may have rings in flight must hold this
   // lock (SyncBatchNorm's sums): with kThread, two threads talk to MPI.
@@ -112,9 +130,10 @@ class GradientReducer {
   // pieces of long work (StepContext::poll).
   void poll();
   // After backward. local_ok: this rank's loss was finite. Returns whether the step is
-  // applied (agreed by all ranks); if so, update(offset, count) has been called on pieces
-  // that cover the whole buffer exactly once. Collective.
-  bool finish(bool local_ok, const std::function<void(std::size_t, std::size_t)>& update);
+  // applied (agreed by all ranks); if so, update has been called on pieces that cover this
+  // rank's shard (the whole buffer unless zero) exactly once, and with zero the parameters
+  // have been all-gathered. Collective.
+  bool finish(bool local_ok, const UpdatePiece& update);
   const StepComm& account() const { return account_; }
 
  private:
@@ -124,14 +143,18 @@ class GradientReducer {
   void complete(std::size_t b, double now);
   bool advance_agreement();
   void trace_rings();
-  void update_bucket(std::size_t b, const std::function<void(std::size_t, std::size_t)>& update);
+  void update_bucket(std::size_t b, const UpdatePiece& update);
+  void start_gather(std::size_t b);  // zero: the all-gather of bucket b's parameters
+  bool in_flight() const { return completed_ < started_ || gathering_ > 0; }
   void thread_main();
 
   const collectives::Communicator& comm_;
   std::span<float> grads_;
+  std::span<float> params_;
   ReducerOptions options_;
   Trace* trace_;
   std::vector<collectives::Bucket> buckets_;
+  OptimizerShard shard_;
   std::vector<std::size_t> ready_layer_;
   std::vector<std::unique_ptr<InFlight>> rings_;  // one per bucket, planned once
   std::size_t wait_name_ = 0, agree_name_ = 0;
@@ -142,7 +165,8 @@ class GradientReducer {
   Agreement agreement_ = Agreement::kIdle;
   float flag_[1] = {0.0f};  // the agreement's buffer: Σ over ranks of "my chunks are bad"
   bool local_bad_ = false;
-  std::size_t started_ = 0, completed_ = 0;  // buckets started / completed (in flight between)
+  std::size_t started_ = 0, completed_ = 0;   // buckets started / completed (in flight between)
+  std::size_t gathering_ = 0, gathered_ = 0;  // zero: all-gathers in flight / completed
   StepComm account_;
 
   // kThread.

@@ -11,14 +11,21 @@
 //                and the open metrics window (so the resumed run logs the same losses)
 //
 // Restoring every entry makes a resumed run continue the same computation bitwise.
+//
+// One layout whatever --zero: with ZeRO-1 (optimizer_shard.hpp) each rank's optimizer holds
+// only its shard; the checkpoint still stores the full tensors, gathered from all ranks
+// (gather_optimizer_state), and on restore each rank takes its shard of them. So a file
+// written with --zero 1 at N = 2 resumes with --zero 0, or at N = 3, and the other way round.
 #pragma once
 
 #include <cstdint>
 
 #include "ringtrain/checkpoint/state_tree.hpp"
+#include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/sequential.hpp"
+#include "ringtrain/framework/train/optimizer_shard.hpp"
 
 namespace ringtrain {
 
@@ -44,9 +51,25 @@ struct TrainingState {
   data::GlobalSampler& sampler;
   TrainingProgress& progress;
   std::uint64_t seed;
+  // Which elements the optimizer's state covers; null: all of them (no sharding).
+  const OptimizerShard* shard = nullptr;
 };
 
-checkpoint::StateTree capture(const TrainingState& state);
+bool sharded(const TrainingState& state);
+
+// One optimizer state tensor over the whole flat buffer.
+struct FullOptimizerState {
+  std::string name;
+  std::vector<float> values;  // (total parameters)
+};
+// Every optimizer state tensor of a sharded state, in full on every rank. Collective.
+std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Communicator& comm,
+                                                       const TrainingState& state);
+
+// A sharded state needs its optimizer tensors gathered first (`gathered`, in the order of
+// optimizer.state()); throws Error otherwise. Unsharded, `gathered` is ignored.
+checkpoint::StateTree capture(const TrainingState& state,
+                              std::span<const FullOptimizerState> gathered = {});
 
 // Throws UsageError unless the tree was written by a run with the same data order: the same
 // seed (/data/seed, /rng/seed), training set size and global batch as `state`. The file's
@@ -55,7 +78,8 @@ checkpoint::StateTree capture(const TrainingState& state);
 void check_compatible(const checkpoint::StateTree& tree, const TrainingState& state);
 
 // Overwrites the state from a tree that was read against the schema of capture(state)
-// (checkpoint::Expected::of), so every entry exists with the right shape.
+// (checkpoint::Expected::of), so every entry exists with the right shape. A sharded optimizer
+// takes its shard of each full tensor.
 void restore(const checkpoint::StateTree& tree, const TrainingState& state);
 
 }  // namespace ringtrain
