@@ -61,8 +61,10 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    panels = 3 if args.wall else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4))
+    evaluated = any(accuracy for _, accuracy, _ in data)  # runs with --no-eval: loss alone
+    panels = (3 if args.wall else 2) if evaluated else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False)
+    axes = axes[0]
     for label, (loss, accuracy, _) in zip(labels, data):
         if loss:
             axes[0].plot(*zip(*loss), label=label)
@@ -72,10 +74,11 @@ def main():
             if args.wall:
                 axes[2].plot(walls, accs, marker="o", ms=3, label=label)
     axes[0].set_ylabel("training loss (window mean)")
-    axes[1].set_ylabel("test accuracy")
+    if evaluated:
+        axes[1].set_ylabel("test accuracy")
     for ax in axes[:2]:
         ax.set_xlabel("step")
-    if args.wall:
+    if args.wall and evaluated:
         axes[2].set_xlabel("wall time (s)")
         axes[2].set_ylabel("test accuracy")
     for ax in axes:
