@@ -19,7 +19,7 @@ compared as distributions: medians and ranges over seeds. Prints one line per ru
   steps to target: ours median [min-max], pytorch median [min-max]
   time to target:  ours median, pytorch median, ratio ours / pytorch (target <= 0.7)
 
-  /usr/bin/python3 bench/time_to_target.py [--seeds 0,1,2] [--json FILE]
+  /usr/bin/python3 bench/time_to_target.py [--seeds 0,1,2] [--ours-flags "--zero 1"] [--json FILE]
 
 A benchmark program, not a test: the ratio comes from one invocation.
 """
@@ -48,6 +48,9 @@ def parse_args():
     ap.add_argument("--target", type=float, default=0.88)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--ours-flags", default="",
+                    help="extra ringtrain train flags that leave the computation bitwise the same "
+                         "(e.g. '--zero 1 --overlap off'), recorded in the JSON")
     ap.add_argument("--json", help="write every run and the summary here")
     args = ap.parse_args()
     args.seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -58,7 +61,7 @@ def run_ours(args, seed):
     run_dir = tempfile.mkdtemp(prefix="ttt-ours-")
     cmd = [args.mpiexec, "-n", "2", args.ringtrain, "train", "--target-accuracy", str(args.target),
            "--eval-every", str(args.eval_every), "--epochs", "30", "--seed", str(seed),
-           "--blas-threads", "1", "--quiet", "--run-dir", run_dir]
+           "--blas-threads", "1", "--quiet", "--run-dir", run_dir] + args.ours_flags.split()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         if proc.returncode != 0:
@@ -94,8 +97,9 @@ def spread(values):
 def main():
     args = parse_args()
     kernels = dp_speed.blas_kernels(args)
-    print("time_to_target: target %.3f, eval every %d steps, seeds %s; %s; OPENBLAS_CORETYPE=%s; "
-          "load %s" % (args.target, args.eval_every, args.seeds, kernels,
+    print("time_to_target: target %.3f, eval every %d steps, seeds %s; ringtrain flags [%s]; %s; "
+          "OPENBLAS_CORETYPE=%s; load %s" % (args.target, args.eval_every, args.seeds,
+                                             args.ours_flags, kernels,
                        os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
                        open("/proc/loadavg").read().split()[:3]), flush=True)
     runs = []
@@ -125,6 +129,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"benchmark": "time_to_target", "target": args.target,
+                       "ours_flags": args.ours_flags,
                        "eval_every": args.eval_every, "blas_kernels": kernels,
                        "runs": runs, "summary": summary}, f, indent=1)
             f.write("\n")

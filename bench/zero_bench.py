@@ -32,10 +32,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
+import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dp_speed  # noqa: E402  (run_ringtrain: one bounded run, its manifest and metrics)
+
 ROOT = os.path.dirname(HERE)
 DEFAULT_STEPS = {"mlp": 240, "cnn": 36}
 LOG_WINDOWS = 6
@@ -77,17 +80,8 @@ def run(args, model, ranks, zero):
            "--quiet", "--blas-threads", "1", "--global-batch", "128",
            "--log-every", str(log_every), "--trace-steps", "0", "--zero", str(zero),
            "--run-dir", run_dir]
-    env = dict(os.environ, MPIEXEC_TIMEOUT=str(int(args.timeout)))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 15,
-                              env=env)
-        if proc.returncode != 0:
-            raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), proc.returncode,
-                                                     proc.stderr.strip()[-500:]))
-        with open(os.path.join(run_dir, "manifest.json")) as f:
-            manifest = json.load(f)
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            windows = [json.loads(l) for l in f if l.strip()]
+        manifest, windows = dp_speed.run_ringtrain(args, cmd, run_dir)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     windows = [w for w in windows if "step_s" in w]
