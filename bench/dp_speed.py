@@ -25,7 +25,8 @@ measures what others used (/proc/stat busy time minus our children's CPU time) a
 disturbed run up to --retries times, keeping the least disturbed attempt. Every kept run's
 figure is printed and saved (--json). A failed run is reported and left out of the medians.
 
-  /usr/bin/python3 bench/dp_speed.py [--models mlp,cnn] [--rounds 3] [--json FILE]
+  /usr/bin/python3 bench/dp_speed.py [--models mlp,cnn] [--rounds 3] [--ours-flags "..."]
+      [--json FILE]
 
 Benchmarks are programs, not timed tests: the ratios come from one invocation.
 """
@@ -74,6 +75,9 @@ def parse_args():
     ap.add_argument("--retries", type=int, default=2,
                     help="re-runs of a disturbed run; the least disturbed attempt is kept")
     ap.add_argument("--keep-runs", default="", help="keep ringtrain run directories here")
+    ap.add_argument("--ours-flags", default="",
+                    help="extra ringtrain train flags for both of our contenders, ones that keep "
+                         "the computation bitwise the same (e.g. '--zero 1 --overlap off')")
     ap.add_argument("--json", default="", help="write all measurements and the summary here")
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
@@ -156,7 +160,7 @@ def run_ours(args, model, ranks, keep_dir):
     cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--model", model,
            "--steps", str(steps), "--no-eval", "--quiet", "--blas-threads", "1",
            "--global-batch", str(args.global_batch), "--lr", "0.01",
-           "--log-every", str(log_every), "--run-dir", run_dir]
+           "--log-every", str(log_every), "--run-dir", run_dir] + args.ours_flags.split()
     try:
         manifest, windows = run_ringtrain(args, cmd, run_dir)
     finally:
@@ -247,8 +251,8 @@ def main():
           % (started.strftime("%Y-%m-%d %H:%M:%S %Z"), os.cpu_count(),
              open("/proc/loadavg").read().split()[:3], args.ringtrain, binary_sha,
              "present" if has_overlap else "absent (all-reduce after backward)"), flush=True)
-    print("dp_speed: %s; every contender runs with OPENBLAS_CORETYPE=%s"
-          % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)")), flush=True)
+    print("dp_speed: %s; every contender runs with OPENBLAS_CORETYPE=%s; our extra flags [%s]"
+          % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)"), args.ours_flags), flush=True)
     if load1() > 1.0:
         print("dp_speed: WARNING: 1-minute load %.2f > 1 at start: other work shares the 2 cores"
               % load1(), flush=True)
@@ -415,6 +419,7 @@ def main():
                        "cores": os.cpu_count(), "rounds": args.rounds,
                        "global_batch": args.global_batch, "steps": args.steps,
                        "ringtrain": args.ringtrain, "ringtrain_sha256_16": binary_sha,
+                       "ours_flags": args.ours_flags,
                        "ringtrain_overlap_flag": has_overlap, "blas_kernels": kernels,
                        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
                        "max_others": args.max_others, "retries": args.retries,
