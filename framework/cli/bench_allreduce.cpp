@@ -130,24 +130,33 @@ double time_memcpy(const coll::Communicator& comm, std::span<float> from, std::s
 }
 
 // Median cost of the size-agreement check: the ring's polite one and an MPI_Allreduce of
-// (min, max) as the guidance first suggested.
+// (min, max) as the guidance first suggested. Each sample is a batch of calls lasting about
+// kBatchSeconds (at most kMaxCheckBatch calls), sized from one timed call of each, agreed
+// over the ranks: oversubscribed, one MPI_Allreduce can take milliseconds.
 std::pair<double, double> size_check_cost(const coll::Communicator& comm, coll::WaitPolicy wait) {
-  constexpr int kSamples = 11, kBatch = 200;
+  constexpr int kSamples = 11, kMaxCheckBatch = 200;
+  auto ring_check = [&] { coll::check_same_size(comm, 1000, "bench", wait); };
+  auto mpi_check = [&] {
+    long long minmax[2] = {-1000, 1000};  // (-M, M) under MPI_MAX gives (-min, max)
+    coll::check_mpi(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_LONG_LONG, MPI_MAX, comm.handle()),
+                    "MPI_Allreduce");
+  };
+  auto per_call = [&](auto& check, int calls) {
+    coll::barrier(comm, wait);
+    const double t0 = MPI_Wtime();
+    for (int k = 0; k < calls; ++k) check();
+    return (MPI_Wtime() - t0) / calls;
+  };
+  double probe[2] = {per_call(ring_check, 1), per_call(mpi_check, 1)};
+  coll::allreduce_max(comm, std::span<double>(probe));
+  auto batch_for = [&](double call_s) {
+    return std::clamp(static_cast<int>(kBatchSeconds / std::max(call_s, 1e-9)), 1, kMaxCheckBatch);
+  };
+  const int ring_batch = batch_for(probe[0]), mpi_batch = batch_for(probe[1]);
   std::vector<double> ring(kSamples), mpi(kSamples);
   for (std::size_t i = 0; i < ring.size(); ++i) {
-    coll::barrier(comm, wait);
-    double t0 = MPI_Wtime();
-    for (int k = 0; k < kBatch; ++k) coll::check_same_size(comm, 1000, "bench", wait);
-    ring[i] = (MPI_Wtime() - t0) / kBatch;
-    coll::barrier(comm, wait);
-    t0 = MPI_Wtime();
-    for (int k = 0; k < kBatch; ++k) {
-      long long minmax[2] = {-1000, 1000};  // (-M, M) under MPI_MAX gives (-min, max)
-      coll::check_mpi(
-          MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_LONG_LONG, MPI_MAX, comm.handle()),
-          "MPI_Allreduce");
-    }
-    mpi[i] = (MPI_Wtime() - t0) / kBatch;
+    ring[i] = per_call(ring_check, ring_batch);
+    mpi[i] = per_call(mpi_check, mpi_batch);
   }
   max_over_ranks(comm, ring);
   max_over_ranks(comm, mpi);
