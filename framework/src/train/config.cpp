@@ -69,6 +69,10 @@ void TrainConfig::validate(int world_size) const {
     require(w > 0, "--mlp-hidden " + mlp_hidden + ": widths must be > 0");
   require(target_accuracy >= 0.0 && target_accuracy <= 1.0,
           fmt::format("--target-accuracy {} must be in [0, 1]", target_accuracy));
+  require(target_accuracy == 0.0 || evaluate,
+          fmt::format("--target-accuracy {} with --no-eval: the run could never see the target; "
+                      "drop --no-eval (--eval-every K sets how often it is checked)",
+                      target_accuracy));
   require(log_every > 0, "--log-every 0: must be >= 1");
   if (checkpoint_every == "auto")
     require(

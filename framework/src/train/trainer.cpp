@@ -394,8 +394,25 @@ TrainResults Trainer::run() {
 
   // Watchdog: automatic limit = 100 × the mean step time so far, at least 60 s.
   constexpr double kWatchdogFloorS = 60.0;
+  // The message also goes to watchdog-rank<R>.txt in the run directory (where this rank knows
+  // it): when a rank aborts, hydra may end the job before it has forwarded that rank's last
+  // stderr line (pmodels/mpich#518), and the reason a job ended must not be lost.
+  auto record_then_act = [rank, dir = run_dir_path,
+                          act = watchdog_action_ ? watchdog_action_
+                                                 : Watchdog::Action(default_watchdog_action)](
+                             const std::string& message) {
+    std::error_code ignored;
+    if (!dir.empty() && std::filesystem::is_directory(dir, ignored)) {
+      if (std::FILE* f =
+              std::fopen((dir / fmt::format("watchdog-rank{}.txt", rank)).c_str(), "w")) {
+        std::fprintf(f, "%s\n", message.c_str());
+        std::fclose(f);
+      }
+    }
+    act(message);
+  };
   Watchdog watchdog(rank, config_.watchdog_s > 0 ? config_.watchdog_s : kWatchdogFloorS,
-                    watchdog_action_);
+                    record_then_act);
   const TrainConfig::TestHooks& hooks = config_.hooks;
 
   // --- the training state, and a resume if asked ---
