@@ -5,19 +5,23 @@
 For each model, each round runs three contenders back to back, in an order that rotates
 from round to round so that machine noise falls on all of them alike:
 
-  ours-N2   mpiexec.mpich -n 2 ringtrain train --model M --steps S --no-eval --quiet
-            --blas-threads 1 --global-batch 128 --lr 0.01 --run-dir <tmp>
+  ours-N2   mpiexec.mpich -n 2 ringtrain train --model M --steps W+R*S --no-eval --quiet
+            --blas-threads 1 --global-batch 128 --lr 0.01 --log-every gcd(W,S) --run-dir <tmp>
   ours-N1   the same with -n 1
   ddp       /usr/bin/python3 bench/peers/torch_ddp_speed.py --model M   (2 ranks x 1 thread)
 
-ringtrain's figure is `results.samples_per_s` of the run's manifest.json (global batch /
-mean step time; the step time covers gathering the batch from memory, forward, backward,
-all-reduce and optimizer step, and excludes start-up and evaluation). The DDP peer times
-steps after start-up and warm-up. The table shows medians over the rounds and ratios of
-medians, with the issue's targets and PASS/MISS. From metrics.jsonl of the N=2 runs it also
+Both sides are timed by the same rule, the peer's (W, S, R) = its DEFAULT_STEPS (mlp: 10
+warm-up steps, then 7 repeats of 30 steps; cnn: 3, then 5 of 8): W untimed warm-up steps,
+then R repeats of S steps, each timed by the wall clock; the figure is global batch / the
+median repeat's time per step. Ours takes its repeats from the wall-clock windows of
+metrics.jsonl (samples/s per window, every gcd(W, S) steps; consecutive windows make one
+repeat). That wall clock covers everything between two metrics lines, including the periodic
+replica check, which the peer does not have. ringtrain's whole-run figure
+(`results.samples_per_s` of manifest.json: the mean over all steps, the cold first steps
+included) is printed and saved beside it. The table shows medians over the rounds and ratios
+of medians, with the issue's targets and PASS/MISS. From metrics.jsonl of the N=2 runs it also
 reports compute_s and comm_s per step (rank 0's view; comm_s is the time spent in the
-gradient all-reduce, including waiting for the other rank), excluding the first logged
-window, which holds the cold first steps.
+gradient all-reduce, including waiting for the other rank), over the timed repeats.
 
 Other engineers share this 2-core machine. Before each run the driver waits (up to
 --wait-quiet s) until the rest of the machine uses under --max-others cores; during the run it
@@ -34,6 +38,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import math
 import os
 import resource
 import shutil
@@ -46,9 +51,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DDP_PEER = os.path.join(HERE, "peers", "torch_ddp_speed.py")
+sys.path.insert(0, os.path.join(HERE, "peers"))
+from torch_ddp_speed import DEFAULT_STEPS as PROTOCOL  # noqa: E402  (W, S, R) per model; imports no torch
 TORCH_PYTHON = "/usr/bin/python3"
-DEFAULT_STEPS = {"mlp": 300, "cnn": 30}
-LOG_WINDOWS = 6  # metrics.jsonl windows per run (the first is left out of the steady figures)
 
 # Targets of issue 4. ours-N2 / DDP: mlp only; ours-N2 / ours-N1: every model.
 TARGET_VS_DDP_BEFORE_OVERLAP = {"mlp": 2.5}
@@ -62,8 +67,6 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ringtrain", default=os.path.join(ROOT, "build", "ringtrain"))
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
-    ap.add_argument("--steps", default="",
-                    help="ringtrain steps per model, e.g. mlp=300,cnn=30 (default)")
     ap.add_argument("--global-batch", type=int, default=128)
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds per single run")
     ap.add_argument("--wait-quiet", type=float, default=30.0,
@@ -82,15 +85,8 @@ def parse_args():
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     for m in args.models:
-        if m not in DEFAULT_STEPS:
+        if m not in PROTOCOL:
             ap.error("unknown model %r (mlp, cnn)" % m)
-    steps = dict(DEFAULT_STEPS)
-    for item in filter(None, args.steps.split(",")):
-        name, _, value = item.partition("=")
-        if name not in DEFAULT_STEPS or not value.isdigit() or int(value) < 2:
-            ap.error("--steps wants model=S pairs with S >= 2, got %r" % item)
-        steps[name] = int(value)
-    args.steps = steps
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
     if not os.access(args.ringtrain, os.X_OK):
@@ -153,9 +149,28 @@ def run_ringtrain(args, cmd, run_dir):
         return manifest, [json.loads(line) for line in f if line.strip()]
 
 
+def timed_repeats(windows, warmup, steps, repeats, log_every, global_batch):
+    """The peer's timing rule applied to our metrics.jsonl: leave out the first `warmup` steps,
+    then make `repeats` repeats of `steps` steps from consecutive windows of `log_every` steps;
+    return each repeat's wall-clock time per step (a window's wall time is its steps' samples
+    divided by its samples/s)."""
+    timed = [w for w in windows if "samples_per_s" in w and w["step"] > warmup]
+    per_repeat = steps // log_every
+    if len(timed) < repeats * per_repeat or any(w["step"] % log_every for w in timed):
+        raise RuntimeError("metrics.jsonl has %d windows after step %d, %d repeats of %d "
+                           "windows were expected" % (len(timed), warmup, repeats, per_repeat))
+    out = []
+    for r in range(repeats):
+        chunk = timed[r * per_repeat:(r + 1) * per_repeat]
+        wall = sum(log_every * global_batch / w["samples_per_s"] for w in chunk)
+        out.append(wall / steps)
+    return out
+
+
 def run_ours(args, model, ranks, keep_dir):
-    steps = args.steps[model]
-    log_every = max(1, steps // LOG_WINDOWS)
+    warmup, steps_per_repeat, repeats = PROTOCOL[model]
+    steps = warmup + repeats * steps_per_repeat
+    log_every = math.gcd(warmup, steps_per_repeat)
     run_dir = tempfile.mkdtemp(prefix="dp_speed-%s-n%d-" % (model, ranks))
     cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--model", model,
            "--steps", str(steps), "--no-eval", "--quiet", "--blas-threads", "1",
@@ -174,21 +189,25 @@ def run_ours(args, model, ranks, keep_dir):
         raise RuntimeError("unexpected manifest for %s: world_size %s, blas_threads %s, steps %s"
                            % (cmd, manifest.get("world_size"), manifest.get("blas_threads"),
                               res.get("steps")))
-    steady = [w for w in windows if "step_s" in w][1:]  # leave out the cold first window
-    rec = {"samples_per_s": res["samples_per_s"], "mean_step_s": res["mean_step_s"],
-           "wall_s": res["wall_s"], "steps": steps, "log_every": log_every}
-    if steady:
-        rec["steady_step_s"] = statistics.mean(w["step_s"] for w in steady)
-        rec["steady_samples_per_s"] = args.global_batch / rec["steady_step_s"]
-        rec["compute_s"] = statistics.mean(w["compute_s"] for w in steady)
-        rec["comm_s"] = statistics.mean(w["comm_s"] for w in steady)
-        rec["comm_fraction"] = rec["comm_s"] / (rec["compute_s"] + rec["comm_s"])
-        if all("exposed_s" in w for w in steady):  # ringtrain with overlap (issue 5)
-            # comm_s is then the sum of the step's collective intervals, which overlap
-            # compute; exposed_s is what communication added to the step.
-            rec["exposed_s"] = statistics.mean(w["exposed_s"] for w in steady)
-            rec["exposed_fraction"] = rec["exposed_s"] / rec["steady_step_s"]
-    rec["windows"] = [{k: w.get(k) for k in ("step", "step_s", "compute_s", "comm_s", "exposed_s")}
+    repeat_step_s = timed_repeats(windows, warmup, steps_per_repeat, repeats, log_every,
+                                  args.global_batch)
+    median_step_s = statistics.median(repeat_step_s)
+    timed = [w for w in windows if "step_s" in w and w["step"] > warmup]
+    rec = {"samples_per_s": args.global_batch / median_step_s, "mean_step_s": median_step_s,
+           "repeat_step_s": repeat_step_s, "whole_run_samples_per_s": res["samples_per_s"],
+           "whole_run_mean_step_s": res["mean_step_s"], "wall_s": res["wall_s"],
+           "steps": steps, "warmup": warmup, "repeats": repeats,
+           "steps_per_repeat": steps_per_repeat, "log_every": log_every}
+    rec["compute_s"] = statistics.mean(w["compute_s"] for w in timed)
+    rec["comm_s"] = statistics.mean(w["comm_s"] for w in timed)
+    rec["comm_fraction"] = rec["comm_s"] / (rec["compute_s"] + rec["comm_s"])
+    if all("exposed_s" in w for w in timed):  # ringtrain with overlap (issue 5)
+        # comm_s is then the sum of the step's collective intervals, which overlap
+        # compute; exposed_s is what communication added to the step.
+        rec["exposed_s"] = statistics.mean(w["exposed_s"] for w in timed)
+        rec["exposed_fraction"] = rec["exposed_s"] / statistics.mean(w["step_s"] for w in timed)
+    rec["windows"] = [{k: w.get(k) for k in ("step", "step_s", "samples_per_s", "compute_s",
+                                             "comm_s", "exposed_s")}
                       for w in windows if "step_s" in w]
     return rec
 
@@ -332,12 +351,13 @@ def main():
         n2, n1, ddp = med(pick("ours-N2")), med(pick("ours-N1")), med(pick("ddp"))
         per_round_ddp = per_round("ours-N2", "ddp")
         per_round_n1 = per_round("ours-N2", "ours-N1")
-        target_ddp = (TARGET_VS_DDP_WITH_OVERLAP if has_overlap
+        overlapping = has_overlap and "--overlap off" not in " ".join(args.ours_flags.split())
+        target_ddp = (TARGET_VS_DDP_WITH_OVERLAP if overlapping
                       else TARGET_VS_DDP_BEFORE_OVERLAP).get(model)
         s = {
             "ours_n2_samples_per_s": n2, "ours_n1_samples_per_s": n1, "ddp_samples_per_s": ddp,
-            "ours_n2_steady_samples_per_s": med(pick("ours-N2", "steady_samples_per_s")),
-            "ours_n1_steady_samples_per_s": med(pick("ours-N1", "steady_samples_per_s")),
+            "ours_n2_whole_run_samples_per_s": med(pick("ours-N2", "whole_run_samples_per_s")),
+            "ours_n1_whole_run_samples_per_s": med(pick("ours-N1", "whole_run_samples_per_s")),
             "ratio_n2_vs_ddp": ratio(n2, ddp), "ratio_n2_vs_n1": ratio(n2, n1),
             "ratio_n2_vs_ddp_per_round": per_round_ddp, "ratio_n2_vs_n1_per_round": per_round_n1,
             "target_vs_ddp": target_ddp,
@@ -366,8 +386,10 @@ def main():
         return "%11.1f" % value if value is not None else "%11s" % "n/a"
 
     print()
-    print("medians over %d round(s); samples/s = global batch %d / step time; "
-          "[min-max] of per-round ratios" % (args.rounds, args.global_batch))
+    print("medians over %d round(s); samples/s = global batch %d / the median repeat's step time "
+          "(both sides: W warm-up steps, then R repeats of S steps: %s); [min-max] of per-round "
+          "ratios" % (args.rounds, args.global_batch,
+                      ", ".join("%s W=%d S=%d R=%d" % ((m,) + PROTOCOL[m]) for m in args.models)))
     print("%-5s %11s %11s %11s | %-31s | %-31s" % (
         "model", "ours N=2x1", "ours N=1x1", "DDP 2x1", "N=2 / DDP  [range] target",
         "N=2 / N=1  [range] target"))
@@ -384,27 +406,33 @@ def main():
             print("%-5s overlap target %.1fx vs DDP: %.2fx now (%s; ringtrain has no overlap yet)"
                   % (model, s["target_vs_ddp_with_overlap"], s["ratio_n2_vs_ddp"],
                      s["verdict_vs_ddp_with_overlap"]))
+    for model, s in summary.items():
+        whole = s["ours_n2_whole_run_samples_per_s"]
+        if whole and s["ddp_samples_per_s"]:
+            print("%-5s ours N=2 over the whole run (manifest mean, cold first steps included): "
+                  "%.1f samples/s, %.2fx DDP" % (model, whole, whole / s["ddp_samples_per_s"]))
     if failures:
         print("%d run(s) FAILED and are left out of the medians (see --json)" % len(failures))
     print()
-    print("ringtrain N=2 step split (rank 0, metrics.jsonl windows after the first; medians):")
+    print("ringtrain N=2 step split (rank 0, metrics.jsonl windows of the timed repeats; medians):")
     for model, s in summary.items():
         if s["n2_comm_s"] is None:
             continue
         if s["n2_exposed_s"] is not None:
             print("%-5s compute %7.2f ms  comm (sum of collective intervals, overlapping "
-                  "compute) %7.2f ms  exposed %7.2f ms   (N=1 compute %7.2f ms; steady N=2 %.1f "
+                  "compute) %7.2f ms  exposed %7.2f ms   (N=1 compute %7.2f ms; whole run N=2 %.1f "
                   "/ N=1 %.1f samples/s)" % (
                       model, s["n2_compute_s"] * 1e3, s["n2_comm_s"] * 1e3,
                       s["n2_exposed_s"] * 1e3, (s["n1_compute_s"] or 0) * 1e3,
-                      s["ours_n2_steady_samples_per_s"] or 0,
-                      s["ours_n1_steady_samples_per_s"] or 0))
+                      s["ours_n2_whole_run_samples_per_s"] or 0,
+                      s["ours_n1_whole_run_samples_per_s"] or 0))
             continue
         print("%-5s compute %7.2f ms  comm %7.2f ms  comm share %4.1f%%   "
-              "(N=1 compute %7.2f ms; steady N=2 %.1f / N=1 %.1f samples/s)" % (
+              "(N=1 compute %7.2f ms; whole run N=2 %.1f / N=1 %.1f samples/s)" % (
                   model, s["n2_compute_s"] * 1e3, s["n2_comm_s"] * 1e3,
                   100 * s["n2_comm_fraction"], (s["n1_compute_s"] or 0) * 1e3,
-                  s["ours_n2_steady_samples_per_s"] or 0, s["ours_n1_steady_samples_per_s"] or 0))
+                  s["ours_n2_whole_run_samples_per_s"] or 0,
+                  s["ours_n1_whole_run_samples_per_s"] or 0))
     disturbed = [r for r in runs if r["others_busy_cores_during"] > args.max_others]
     print("other processes during the kept runs: median %.2f cores, max %.2f; %d of %d kept "
           "runs above %.2f cores (disturbed); load at end %s" % (
@@ -417,7 +445,7 @@ def main():
             json.dump({"benchmark": "dp_speed", "started": started.isoformat(),
                        "command": " ".join([sys.executable] + sys.argv),
                        "cores": os.cpu_count(), "rounds": args.rounds,
-                       "global_batch": args.global_batch, "steps": args.steps,
+                       "global_batch": args.global_batch, "protocol": {m: PROTOCOL[m] for m in args.models},
                        "ringtrain": args.ringtrain, "ringtrain_sha256_16": binary_sha,
                        "ours_flags": args.ours_flags,
                        "ringtrain_overlap_flag": has_overlap, "blas_kernels": kernels,
