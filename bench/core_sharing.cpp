@@ -17,9 +17,6 @@
 // Shapes are MxNxK of C(M,N) = A(M,K)·B(K,N); 64x1024x1024 is one mlp layer's forward at
 // 64 samples per rank. Workers are this program again (--worker), started with a common
 // start time so that both run during the same seconds.
-#include <fmt/format.h>
-
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +25,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "ringtrain/framework/blas.hpp"
 

@@ -40,6 +40,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -215,7 +216,8 @@ def run_ours(args, model, ranks, keep_dir):
 def blas_kernels(args):
     """The OpenBLAS kernels ringtrain runs with here (from a one-step run's manifest). When
     ringtrain had to choose them (OpenBLAS took the CPU for an older one, see blas.hpp), the
-    same OPENBLAS_CORETYPE is exported to every contender, so PyTorch gets the same kernels."""
+    same OPENBLAS_CORETYPE is exported to every contender, so PyTorch gets the same kernels;
+    so is the OPENBLAS_THREAD_TIMEOUT that ringtrain sets (idle OpenBLAS threads sleep)."""
     run_dir = tempfile.mkdtemp(prefix="dp_speed-probe-")
     try:
         subprocess.run([args.ringtrain, "train", "--steps", "1", "--no-eval", "--quiet",
@@ -226,6 +228,9 @@ def blas_kernels(args):
         shutil.rmtree(run_dir, ignore_errors=True)
     if "set by ringtrain" in report and "OPENBLAS_CORETYPE" not in os.environ:
         os.environ["OPENBLAS_CORETYPE"] = report.split()[2]
+    timeout = re.search(r"OPENBLAS_THREAD_TIMEOUT=(\d+)", report)
+    if timeout and "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = timeout.group(1)
     return report
 
 
@@ -270,8 +275,10 @@ def main():
           % (started.strftime("%Y-%m-%d %H:%M:%S %Z"), os.cpu_count(),
              open("/proc/loadavg").read().split()[:3], args.ringtrain, binary_sha,
              "present" if has_overlap else "absent (all-reduce after backward)"), flush=True)
-    print("dp_speed: %s; every contender runs with OPENBLAS_CORETYPE=%s; our extra flags [%s]"
-          % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)"), args.ours_flags), flush=True)
+    print("dp_speed: %s; every contender runs with OPENBLAS_CORETYPE=%s, "
+          "OPENBLAS_THREAD_TIMEOUT=%s; our extra flags [%s]"
+          % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+             os.environ.get("OPENBLAS_THREAD_TIMEOUT", "(unset)"), args.ours_flags), flush=True)
     if load1() > 1.0:
         print("dp_speed: WARNING: 1-minute load %.2f > 1 at start: other work shares the 2 cores"
               % load1(), flush=True)
@@ -450,6 +457,7 @@ def main():
                        "ours_flags": args.ours_flags,
                        "ringtrain_overlap_flag": has_overlap, "blas_kernels": kernels,
                        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+                       "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
                        "max_others": args.max_others, "retries": args.retries,
                        "disturbed_runs": len(disturbed), "failures": failures,
                        "summary": summary, "runs": runs}, f, indent=1)

@@ -140,8 +140,9 @@ int main(int argc, char** argv) {
   };
   std::printf("batch %zu, SGD momentum 0.9, random data; medians of %d repeats x %d steps\n", batch,
               repeats, steps);
-  std::printf("%s; the PyTorch peer inherits OPENBLAS_CORETYPE=%s\n", blas::core_report().c_str(),
-              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
+  auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "(unset)"; };
+  std::printf("%s; the PyTorch peer inherits OPENBLAS_CORETYPE=%s, OPENBLAS_THREAD_TIMEOUT=%s\n",
+              blas::core_report().c_str(), env("OPENBLAS_CORETYPE"), env("OPENBLAS_THREAD_TIMEOUT"));
   std::printf("%-5s %3s %10s %10s %7s %9s %11s %8s  %s\n", "model", "thr", "ours/s", "torch/s",
               "ratio", "sgemm GF", "limit/s", "of limit", "fwd / bwd / update ms");
   nlohmann::json rows = nlohmann::json::array();

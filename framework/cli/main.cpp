@@ -19,7 +19,8 @@
 
 int main(int argc, char** argv) {
   // Before MPI and threads: OpenBLAS may have loaded generic kernels for a CPU it does not
-  // know; this re-executes the program with the right OPENBLAS_CORETYPE (blas.hpp).
+  // know, and its idle threads spin; this re-executes the program with the right
+  // OPENBLAS_CORETYPE and OPENBLAS_THREAD_TIMEOUT (blas.hpp).
   ringtrain::blas::reexec_with_better_core(argv);
   ringtrain::collectives::Environment mpi(&argc, &argv);
   int rank = 0, size = 1;

@@ -52,11 +52,17 @@ std::string core_name();
 // The OPENBLAS_CORETYPE that this CPU's instruction set supports ("SkylakeX" with AVX-512,
 // "Haswell" with AVX2+FMA) when the loaded kernels are of a weaker family; else empty.
 std::string better_core_type();
+// Threads. OpenBLAS's workers spin for ~0.1 s after each product before they sleep; ringtrain
+// has threads of its own (ThreadPool) that need those cores right after. ringtrain sets
+// OPENBLAS_THREAD_TIMEOUT=4 (spin 2^4 cycles, then sleep), also read when the library loads.
+//
 // Call first in main, before MPI_Init and before any thread starts. When better_core_type()
-// is not empty and OPENBLAS_CORETYPE is unset, sets it and re-executes the program in place
-// (execv of /proc/self/exe: same pid, arguments, environment otherwise and open files, so
-// mpiexec and srun see the same process), and OpenBLAS loads the right kernels. Returns
-// normally when nothing is to be done, when RINGTRAIN_BLAS_CORETYPE=keep, or if exec fails.
+// is not empty and OPENBLAS_CORETYPE is unset, or when OPENBLAS_THREAD_TIMEOUT is unset, sets
+// them and re-executes the program in place (execv of /proc/self/exe: same pid, arguments,
+// environment otherwise and open files, so mpiexec and srun see the same process), and
+// OpenBLAS loads with them. Returns normally when nothing is to be done, in the re-executed
+// program, or if exec fails. RINGTRAIN_BLAS_CORETYPE=keep keeps the kernels OpenBLAS chose;
+// a value of OPENBLAS_CORETYPE or OPENBLAS_THREAD_TIMEOUT already set is kept.
 void reexec_with_better_core(char** argv);
 // One line for start-up banners: the core in use and, when ringtrain chose it, why.
 std::string core_report();
