@@ -98,10 +98,11 @@ def main():
     args = parse_args()
     kernels = dp_speed.blas_kernels(args)
     print("time_to_target: target %.3f, eval every %d steps, seeds %s; ringtrain flags [%s]; %s; "
-          "OPENBLAS_CORETYPE=%s; load %s" % (args.target, args.eval_every, args.seeds,
-                                             args.ours_flags, kernels,
-                       os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
-                       open("/proc/loadavg").read().split()[:3]), flush=True)
+          "OPENBLAS_CORETYPE=%s, OPENBLAS_THREAD_TIMEOUT=%s for both; load %s" % (
+              args.target, args.eval_every, args.seeds, args.ours_flags, kernels,
+              os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+              os.environ.get("OPENBLAS_THREAD_TIMEOUT", "(unset)"),
+              open("/proc/loadavg").read().split()[:3]), flush=True)
     runs = []
     for k, seed in enumerate(args.seeds):
         order = [run_ours, run_pytorch] if k % 2 == 0 else [run_pytorch, run_ours]
@@ -131,6 +132,7 @@ def main():
             json.dump({"benchmark": "time_to_target", "target": args.target,
                        "ours_flags": args.ours_flags,
                        "eval_every": args.eval_every, "blas_kernels": kernels,
+                       "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
                        "runs": runs, "summary": summary}, f, indent=1)
             f.write("\n")
     return 0
