@@ -21,12 +21,8 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
               lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, beta, c, n);
 }
 
-void set_threads(int threads) {
-  openblas_set_num_threads(threads < 1 ? 1 : threads);
-}
-int threads() {
-  return openblas_get_num_threads();
-}
+void set_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+int threads() { return openblas_get_num_threads(); }
 
 ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()) {
   if (threads != previous_) set_threads(threads);
@@ -34,9 +30,7 @@ ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()
 ScopedThreads::~ScopedThreads() {
   if (openblas_get_num_threads() != previous_) set_threads(previous_);
 }
-std::string config() {
-  return openblas_get_config();
-}
+std::string config() { return openblas_get_config(); }
 
 namespace {
 

@@ -9,7 +9,8 @@
 //   sleep: ringtrain's setting (OPENBLAS_THREAD_TIMEOUT unset before start): < 10 ms.
 //   spin:  the control, OPENBLAS_THREAD_TIMEOUT=28 given: > 30 ms, which shows that the
 //          measurement sees a spinning worker.
-// Exit 0 when the expectation holds, 1 with the measured figures when it does not.
+// Exit 0 when the expectation holds, 1 with the measured figures when it does not, 77 (ctest:
+// skipped) where OpenBLAS gives the process one thread only and nothing can spin.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -45,9 +46,9 @@ int main(int argc, char** argv) {
               timeout ? timeout : "(unset)");
   blas::set_threads(2);
   if (blas::threads() < 2) {
-    std::printf("OpenBLAS gives this process %d thread(s): nothing can spin here\n",
+    std::printf("OpenBLAS gives this process %d thread(s): nothing can spin here (skipped)\n",
                 blas::threads());
-    return expect == "sleep" ? 0 : 1;
+    return 77;
   }
   constexpr int kN = 1024;
   std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN);
