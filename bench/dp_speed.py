@@ -358,7 +358,7 @@ def main():
         n2, n1, ddp = med(pick("ours-N2")), med(pick("ours-N1")), med(pick("ddp"))
         per_round_ddp = per_round("ours-N2", "ddp")
         per_round_n1 = per_round("ours-N2", "ours-N1")
-        overlapping = has_overlap and "--overlap off" not in " ".join(args.ours_flags.split())
+        overlapping = has_overlap and not re.search(r"--overlap[= ]+off\b", args.ours_flags)
         target_ddp = (TARGET_VS_DDP_WITH_OVERLAP if overlapping
                       else TARGET_VS_DDP_BEFORE_OVERLAP).get(model)
         s = {
