@@ -139,6 +139,28 @@ TEST_CASE("Conv2d gradients match finite differences", "[gradcheck][conv2d]") {
   }
 }
 
+// Winograd serves forward and dx; the finite differences see the rounding of the
+// transformed values too.
+TEST_CASE("Conv2d by Winograd F(2x2, 5x5): gradients match finite differences",
+          "[gradcheck][conv2d][winograd]") {
+  struct Case {
+    std::size_t c, o, p, h, w;
+  };
+  const Case cases[] = {
+      {2, 3, 2, 7, 7},  // the cnn's shape, small: odd output, a cut last tile
+      {3, 2, 0, 6, 8},  // no padding
+      {2, 2, 4, 3, 2},  // padding 4: dx by a convolution without padding
+  };
+  std::mt19937 rng(44);
+  for (const Case& t : cases) {
+    INFO("Conv2d(" << t.c << " -> " << t.o << ", padding " << t.p << ") on " << t.h << "x" << t.w);
+    Conv2d layer(t.c, t.o, 5, 1, t.p, Conv2d::Algorithm::kWinograd);
+    LayerRig rig(layer, {t.c, t.h, t.w}, 2, rng);
+    require_all_pass(
+        check_layer_gradients(rig, random_normal(rig.in_size(2), rng), 2, {}, 1e-2f, rng));
+  }
+}
+
 TEST_CASE("MaxPool2d gradients match finite differences", "[gradcheck]") {
   std::mt19937 rng(5);
   // Planes: odd height; the 2x2 path's widths of 4 windows, 6 (a last group that overlaps

@@ -1,5 +1,10 @@
 // Conv2d: im2col + GEMM forward, GEMM + col2im backward, one sample at a time, the batch
-// split over the rank's threads (see conv2d.hpp, "Parallelism").
+// split over the rank's threads (see conv2d.hpp, "Parallelism"); or, for 5x5 stride-1
+// layers, Winograd F(2x2, 5x5) in groups of kWinogradImages samples (winograd.cpp), the
+// same split. Groups of 4: a first version of the forward took 26.6 / 26.5 / 29.5 /
+// 33.9 ms with 2 / 4 / 8 / 16 images per group (the cnn's second layer, one core, batch
+// 128; a scratch program, not kept); a group's transformed data is 677 KB an image
+// (36·(C + O)·tiles floats), and larger groups leave L2.
 //
 //   forward   col_i = im2col(x_i)                      (C·k·k, Ho·Wo)
 //             y_i   = W · col_i + b                    (O, Ho·Wo)     one sgemm per sample
@@ -53,12 +58,31 @@ float sum_of(const float* values, std::size_t count) {
 }  // namespace
 
 Conv2d::Conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t kernel,
-               std::size_t stride, std::size_t padding)
-    : in_c_(in_channels), out_c_(out_channels), k_(kernel), stride_(stride), pad_(padding) {
+               std::size_t stride, std::size_t padding, Algorithm algorithm)
+    : in_c_(in_channels),
+      out_c_(out_channels),
+      k_(kernel),
+      stride_(stride),
+      pad_(padding),
+      algorithm_(algorithm) {
   if (in_c_ == 0 || out_c_ == 0 || k_ == 0 || stride_ == 0)
     throw UsageError("Conv2d needs in_channels, out_channels, kernel and stride > 0 (got " +
                      std::to_string(in_c_) + ", " + std::to_string(out_c_) + ", " +
                      std::to_string(k_) + ", " + std::to_string(stride_) + ")");
+  const bool fits_winograd = k_ == winograd::kKernel && stride_ == 1 && pad_ < k_;
+  if (algorithm_ == Algorithm::kWinograd && !fits_winograd)
+    throw UsageError(
+        "Conv2d: Winograd F(2x2, 5x5) needs kernel 5, stride 1 and padding <= 4 (got "
+        "kernel " +
+        std::to_string(k_) + ", stride " + std::to_string(stride_) + ", padding " +
+        std::to_string(pad_) + ")");
+  winograd_ =
+      algorithm_ == Algorithm::kWinograd || (algorithm_ == Algorithm::kAuto && fits_winograd &&
+                                             std::min(in_c_, out_c_) >= kWinogradMinChannels);
+}
+
+std::string Conv2d::algorithm_name() const {
+  return winograd_ ? "winograd F(2x2,5x5)" : "im2col";
 }
 
 Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
@@ -79,14 +103,25 @@ Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
   identity_col_ = k_ == 1 && stride_ == 1 && pad_ == 0;
   const std::size_t padded_size = in_c_ * (h_ + 2 * pad_) * (w_ + 2 * pad_);
   const std::size_t threads = std::size_t(std::max(1, blas::threads()));
-  parts_.assign(std::max<std::size_t>(1, std::min(threads, max_batch)), {});
+  if (winograd_) {
+    winograd_geometry_ = winograd::Geometry::make(in_c_, out_c_, h_, w_, pad_);
+    u_.assign(winograd::kPoints * out_c_ * in_c_, 0.0f);
+  }
+  parts_.clear();
+  parts_.resize(std::max<std::size_t>(1, std::min(threads, max_batch)));
+  // A part holds at most ceil(max_batch / parts) samples (see for_each_part).
+  const std::size_t part_samples = (max_batch + parts_.size() - 1) / parts_.size();
   for (std::size_t p = 0; p < parts_.size(); ++p) {
     PartWorkspace& ws = parts_[p];
     ws.col.assign(identity_col_ ? 0 : patch_ * pixels_ + kChunk, 0.0f);
     ws.padded.assign(identity_col_ ? 0 : padded_size + kChunk, 0.0f);
-    ws.padded_grad.assign(identity_col_ || pad_ == 0 ? 0 : padded_size, 0.0f);
+    ws.padded_grad.assign(identity_col_ || pad_ == 0 || winograd_ ? 0 : padded_size, 0.0f);
     ws.grad_weight.assign(p == 0 ? 0 : out_c_ * patch_, 0.0f);
     ws.grad_bias.assign(p == 0 ? 0 : out_c_, 0.0f);
+    if (winograd_) {
+      ws.winograd = winograd::Workspace(winograd_geometry_, kWinogradImages, part_samples);
+      ws.winograd_du.assign(winograd::kPoints * out_c_ * in_c_, 0.0f);
+    }
   }
   pool_ = parts_.size() > 1 ? std::make_unique<ThreadPool>(parts_.size()) : nullptr;
   return {out_c_, ho_, wo_};
@@ -247,8 +282,18 @@ void Conv2d::backward_samples(const float* x, const float* dy, float* dx, std::s
 }
 
 void Conv2d::forward(std::span<const float> x, std::span<float> y, std::size_t n,
-                     const StepContext& /*ctx*/) {
+                     const StepContext& ctx) {
   if (n == 0) return;
+  if (winograd_) {
+    winograd::transform_filters(weight_, out_c_, in_c_, u_);
+    const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
+    for_each_part(n, parts_for(n), [&](std::size_t p, std::size_t begin, std::size_t end) {
+      winograd::convolve(winograd_geometry_, u_.data(), bias_.data(), x.data() + begin * in_size,
+                         end - begin, y.data() + begin * out_size, parts_[p].winograd,
+                         ctx.training);  // evaluation keeps nothing for a backward
+    });
+    return;
+  }
   for_each_part(n, parts_for(n), [&](std::size_t p, std::size_t begin, std::size_t end) {
     forward_samples(x.data(), y.data(), begin, end, parts_[p]);
   });
@@ -263,6 +308,10 @@ void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
     return;
   }
   const std::size_t parts = parts_for(n);
+  if (winograd_) {
+    winograd_backward(dy.data(), dx.empty() ? nullptr : dx.data(), n, parts, ctx);
+    return;
+  }
   for_each_part(n, parts, [&](std::size_t p, std::size_t begin, std::size_t end) {
     PartWorkspace& ws = parts_[p];
     backward_samples(x.data(), dy.data(), dx.empty() ? nullptr : dx.data(), begin, end,
@@ -275,6 +324,30 @@ void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
     for (std::size_t j = 0; j < gw.size(); ++j) grad_weight_[j] += gw[j];
     for (std::size_t o = 0; o < out_c_; ++o) grad_bias_[o] += parts_[p].grad_bias[o];
   }
+}
+
+// Winograd backward: each part transposes its forward (winograd::backward) into its du and
+// dx, and sums its db; then du = du_0 + du_1 + ... in part order and dW = Gᵀ du G.
+void Conv2d::winograd_backward(const float* dy, float* dx, std::size_t n, std::size_t parts,
+                               const StepContext& ctx) {
+  const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
+  for_each_part(n, parts, [&](std::size_t p, std::size_t begin, std::size_t end) {
+    PartWorkspace& ws = parts_[p];
+    winograd::backward(winograd_geometry_, u_.data(), dy + begin * out_size, end - begin,
+                       dx ? dx + begin * in_size : nullptr, ws.winograd_du.data(), ws.winograd,
+                       p == 0 ? &ctx : nullptr);
+    float* grad_bias = p == 0 ? grad_bias_.data() : ws.grad_bias.data();
+    std::fill_n(grad_bias, out_c_, 0.0f);
+    for (std::size_t i = begin; i < end; ++i)  // db = Σ_i Σ_pixels dy_i
+      for (std::size_t o = 0; o < out_c_; ++o)
+        grad_bias[o] += sum_of(dy + i * out_size + o * pixels_, pixels_);
+  });
+  std::vector<float>& du = parts_[0].winograd_du;
+  for (std::size_t p = 1; p < parts; ++p) {
+    for (std::size_t j = 0; j < du.size(); ++j) du[j] += parts_[p].winograd_du[j];
+    for (std::size_t o = 0; o < out_c_; ++o) grad_bias_[o] += parts_[p].grad_bias[o];
+  }
+  winograd::filter_gradient(du, out_c_, in_c_, grad_weight_);
 }
 
 }  // namespace ringtrain

@@ -20,25 +20,39 @@
 // its partial dW, db go to its own buffers and are summed in part order 0, 1, ..., P-1,
 // so the same thread count gives bitwise the same results run after run.
 //
+// Algorithm. A 5x5 kernel at stride 1 between layers of >= 8 channels (the cnn's second
+// layer) runs by Winograd's F(2x2, 5x5) instead (winograd.hpp: 36 products per 2x2 outputs
+// instead of 100), forward and backward. Its backward is the exact transpose of the
+// forward's stages (dW and dx both from the transformed dy) and reads the transformed
+// inputs that the forward keeps, so it needs the forward on the same x first, as every
+// layer's backward does (layer.hpp); without one it throws. db is summed from dy directly.
+// Algorithm::kIm2col / kWinograd force a choice (tests, benchmarks).
+//
 // Workspace, per part: one sample's column matrix, a zero-bordered copy of one image, and
-// (parts >= 1) partial dW, db; planned in plan() and reused for every sample, the hot path
-// allocates nothing. Parameters are initialised like PyTorch: U(±1/sqrt(C·k·k)) for weight
-// and bias.
+// (parts >= 1) partial dW, db; Winograd: its buffers for 4 images at a time, the
+// transformed inputs of all the part's samples (36·C·tiles floats a sample: 226 KB for the
+// cnn's second layer) and a partial du. Planned in plan() and reused for every sample, the
+// hot path allocates nothing. Parameters are initialised like PyTorch: U(±1/sqrt(C·k·k))
+// for weight and bias.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "ringtrain/framework/layer.hpp"
+#include "ringtrain/framework/layers/winograd.hpp"
 #include "ringtrain/framework/thread_pool.hpp"
 
 namespace ringtrain {
 
 class Conv2d final : public Layer {
  public:
-  // Square kernel of side `kernel`; throws UsageError for zero sizes.
+  enum class Algorithm { kAuto, kIm2col, kWinograd };
+
+  // Square kernel of side `kernel`; throws UsageError for zero sizes, and for kWinograd
+  // unless kernel = 5, stride = 1 and padding <= 4.
   Conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t kernel,
-         std::size_t stride = 1, std::size_t padding = 0);
+         std::size_t stride = 1, std::size_t padding = 0, Algorithm algorithm = Algorithm::kAuto);
 
   std::string kind() const override { return "conv2d"; }
   // Input (C, H, W) with C = in_channels and H, W + 2·padding >= kernel; returns (O, Ho, Wo).
@@ -49,8 +63,10 @@ class Conv2d final : public Layer {
                const StepContext& ctx) override;
   void backward(std::span<const float> x, std::span<const float> y, std::span<const float> dy,
                 std::span<float> dx, std::size_t n, const StepContext& ctx) override;
-  // 2·O·C·k·k·Ho·Wo
+  // 2·O·C·k·k·Ho·Wo (of the direct convolution, whatever the algorithm)
   double forward_flops_per_sample() const override;
+  // "im2col" or "winograd F(2x2,5x5)": the algorithm of forward and dx (after plan()).
+  std::string algorithm_name() const;
 
  private:
   // One part's buffers (see "Workspace" above).
@@ -60,6 +76,8 @@ class Conv2d final : public Layer {
     std::vector<float> padded_grad;  // (C, H + 2p, W + 2p): col2im's accumulator (p > 0)
     std::vector<float> grad_weight;  // (O, C·k·k): this part's dW (parts >= 1 only)
     std::vector<float> grad_bias;    // (O): this part's db (parts >= 1 only)
+    winograd::Workspace winograd;    // Winograd only: its buffers, V kept for backward
+    std::vector<float> winograd_du;  // Winograd only: (36, O, C), this part's du
   };
 
   std::size_t parts_for(std::size_t n) const;
@@ -72,16 +90,24 @@ class Conv2d final : public Layer {
   void backward_samples(const float* x, const float* dy, float* dx, std::size_t begin,
                         std::size_t end, float* grad_weight, float* grad_bias, PartWorkspace& ws,
                         const StepContext* poll);
+  void winograd_backward(const float* dy, float* dx, std::size_t n, std::size_t parts,
+                         const StepContext& ctx);
   void im2col(const float* image, float* col, float* padded) const;
   void col2im(const float* col, float* image, float* padded) const;
 
   static constexpr std::size_t kChunk = 8;  // floats per copy in im2col (see conv2d.cpp)
+  static constexpr std::size_t kWinogradMinChannels = 8;  // kAuto: fewer -> im2col
+  static constexpr std::size_t kWinogradImages = 4;       // images per group (see conv2d.cpp)
 
   std::size_t in_c_, out_c_, k_, stride_, pad_;
   std::size_t h_ = 0, w_ = 0, ho_ = 0, wo_ = 0;
   std::size_t patch_ = 0;             // C·k·k: rows of a column matrix
   std::size_t pixels_ = 0;            // Ho·Wo: columns of a column matrix
   bool identity_col_ = false;         // 1x1 kernel, stride 1, no padding: col_i is x_i itself
+  Algorithm algorithm_;               // as asked
+  bool winograd_ = false;             // Winograd F(2x2, 5x5) (decided in the constructor)
+  winograd::Geometry winograd_geometry_;
+  std::vector<float> u_;              // (36, O, C): the transformed filters of the last forward
   std::vector<PartWorkspace> parts_;  // one per planned thread
   std::unique_ptr<ThreadPool> pool_;  // null when one thread was planned
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;
