@@ -1,4 +1,4 @@
-// bench_conv_algorithms: Conv2d by im2col + GEMM against Winograd F(2x2, 5x5), same layer,
+// bench_conv_algorithms: Conv2d by im2col + GEMM against Winograd F(4x4, 5x5), same layer,
 // same data, same invocation.
 //
 // For each thread count and each shape (default: the cnn's second layer, 32 -> 64, 5x5,
@@ -94,7 +94,7 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
 
 int main(int argc, char** argv) {
   blas::reexec_with_better_core(argv);
-  CLI::App app{"Conv2d: im2col + GEMM against Winograd F(2x2, 5x5) in one invocation"};
+  CLI::App app{"Conv2d: im2col + GEMM against Winograd F(4x4, 5x5) in one invocation"};
   std::string threads_text = "1,2", shapes_text = "32x64x14x2";
   std::size_t batch = 128;
   int repeats = 15;

@@ -28,6 +28,11 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--mlp-hidden", c.mlp_hidden, "hidden widths of mlp")->capture_default_str();
   train->add_option("--dropout", c.dropout, "dropout probability after hidden layers")
       ->capture_default_str();
+  train
+      ->add_option("--conv-algorithm", c.conv_algorithm,
+                   "auto | im2col | winograd: how 5x5 stride-1 convolutions run (auto: "
+                   "Winograd F(4x4, 5x5) from 8 channels)")
+      ->capture_default_str();
   train->add_option("--global-batch", c.global_batch, "samples per step over all ranks")
       ->capture_default_str();
   train->add_option("--local-batches", c.local_batches,

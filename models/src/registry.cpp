@@ -33,11 +33,13 @@ std::unique_ptr<Sequential> mlp(const ModelOptions& options) {
 //             → pool → (64, 7, 7) → flatten 3136 → 1024 → 10
 std::unique_ptr<Sequential> cnn(const ModelOptions& options, bool batch_norm) {
   auto model = std::make_unique<Sequential>();
-  model->add(std::make_unique<Conv2d>(1, 32, 5, 1, 2));
+  const Conv2d::Algorithm algorithm = options.conv_algorithm;
+  // kAuto: conv1 (one input channel) stays on im2col, conv2 runs by Winograd
+  model->add(std::make_unique<Conv2d>(1, 32, 5, 1, 2, algorithm));
   if (batch_norm) model->add(std::make_unique<BatchNorm>(32));
   model->add(std::make_unique<ReLU>());
   model->add(std::make_unique<MaxPool2d>(2));
-  model->add(std::make_unique<Conv2d>(32, 64, 5, 1, 2));
+  model->add(std::make_unique<Conv2d>(32, 64, 5, 1, 2, algorithm));
   if (batch_norm) model->add(std::make_unique<BatchNorm>(64));
   model->add(std::make_unique<ReLU>());
   model->add(std::make_unique<MaxPool2d>(2));
@@ -67,6 +69,8 @@ std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
   ModelOptions options;
   options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
   options.dropout = config.dropout;
+  if (config.conv_algorithm == "im2col") options.conv_algorithm = Conv2d::Algorithm::kIm2col;
+  if (config.conv_algorithm == "winograd") options.conv_algorithm = Conv2d::Algorithm::kWinograd;
   return make_model(config.model, options);
 }
 

@@ -117,8 +117,7 @@ TEST_CASE("Conv2d matches a naive convolution, forward and backward", "[conv2d]"
 // Every 5x5 stride-1 shape both ways: padding 0..4 (dx then runs with padding 4..0), odd
 // outputs (a cut last row / column of tiles), a 1x1 output, and batches that leave a
 // short last group of images (groups of 4).
-TEST_CASE("Conv2d by Winograd F(2x2, 5x5) and by im2col both match a naive convolution",
-          "[conv2d][winograd]") {
+TEST_CASE("Conv2d by Winograd and by im2col both match a naive convolution", "[conv2d][winograd]") {
   const Geometry cases[] = {
       {2, 3, 5, 1, 2, 6, 9},     // even x odd output
       {3, 2, 5, 1, 0, 9, 8},     // no padding: 5x4 output
@@ -141,7 +140,7 @@ TEST_CASE("Conv2d by Winograd F(2x2, 5x5) and by im2col both match a naive convo
 
 TEST_CASE("Conv2d picks Winograd for the cnn's second layer only, and refuses it elsewhere",
           "[conv2d][winograd]") {
-  CHECK(Conv2d(32, 64, 5, 1, 2).algorithm_name() == "winograd F(2x2,5x5)");
+  CHECK(Conv2d(32, 64, 5, 1, 2).algorithm_name().rfind("winograd", 0) == 0);
   CHECK(Conv2d(1, 32, 5, 1, 2).algorithm_name() == "im2col");   // one input channel
   CHECK(Conv2d(32, 64, 3, 1, 1).algorithm_name() == "im2col");  // 3x3
   CHECK(Conv2d(32, 64, 5, 2, 2).algorithm_name() == "im2col");  // stride 2
@@ -151,9 +150,9 @@ TEST_CASE("Conv2d picks Winograd for the cnn's second layer only, and refuses it
 }
 
 // The three tables against the identity they implement, in one dimension:
-//   Aᵀ [ (G g) ⊙ (Bᵀ d) ] = (Σ_k d[i + k]·g[k])_{i = 0, 1},
+//   Aᵀ [ (G g) ⊙ (Bᵀ d) ] = (Σ_k d[i + k]·g[k])_{i < m},
 // in double on random numbers. One wrong entry breaks it.
-TEST_CASE("Winograd F(2x2, 5x5) tables compute a 5-tap correlation", "[winograd]") {
+TEST_CASE("Winograd tables compute a 5-tap correlation", "[winograd]") {
   namespace w = winograd;
   std::mt19937 rng(23);
   std::uniform_real_distribution<double> uniform(-1, 1);

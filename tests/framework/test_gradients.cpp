@@ -141,7 +141,7 @@ TEST_CASE("Conv2d gradients match finite differences", "[gradcheck][conv2d]") {
 
 // Winograd serves forward and dx; the finite differences see the rounding of the
 // transformed values too.
-TEST_CASE("Conv2d by Winograd F(2x2, 5x5): gradients match finite differences",
+TEST_CASE("Conv2d by Winograd: gradients match finite differences",
           "[gradcheck][conv2d][winograd]") {
   struct Case {
     std::size_t c, o, p, h, w;

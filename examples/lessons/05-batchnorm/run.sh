@@ -9,8 +9,11 @@ steps=20
 last=$(printf "checkpoints/step-%08d.h5" "$steps")
 # lr 0.01: at a larger rate BatchNorm training turns the last-bit differences of summing in
 # another order into visible ones within a few steps (chaos, not a different computation).
+# --conv-algorithm im2col for the same reason: Winograd's convolution (the default for the
+# second layer) rounds its outputs to ~6e-6 of the largest instead of ~1e-7, and after 4
+# steps that noise, not BatchNorm, is what one process and two ranks differ by (1.3e-4).
 common=(train --model cnn-bn --steps "$steps" --global-batch 32 --lr 0.01 --no-eval --quiet --blas-threads 1
-        --checkpoint-every 1 --keep "$steps")
+        --conv-algorithm im2col --checkpoint-every 1 --keep "$steps")
 
 echo "== cnn-bn, $steps steps, global batch 32: one process; 2 ranks with 8 + 24 samples, SyncBN on and off"
 "$mpiexec" -n 1 "$ringtrain" "${common[@]}" --run-dir "$out/one-process"

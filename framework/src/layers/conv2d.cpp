@@ -1,10 +1,10 @@
 // Conv2d: im2col + GEMM forward, GEMM + col2im backward, one sample at a time, the batch
 // split over the rank's threads (see conv2d.hpp, "Parallelism"); or, for 5x5 stride-1
-// layers, Winograd F(2x2, 5x5) in groups of kWinogradImages samples (winograd.cpp), the
-// same split. Groups of 4: a first version of the forward took 26.6 / 26.5 / 29.5 /
-// 33.9 ms with 2 / 4 / 8 / 16 images per group (the cnn's second layer, one core, batch
-// 128; a scratch program, not kept); a group's transformed data is 677 KB an image
-// (36·(C + O)·tiles floats), and larger groups leave L2.
+// layers, Winograd F(4x4, 5x5) in groups of kWinogradImages samples (winograd.cpp), the
+// same split. Groups of 4 images: with 2, 4 and 8 the cnn's second layer measured within
+// noise of each other (bench_conv_algorithms, its step 1.63x / 1.60x / 1.54x faster than
+// im2col on one core); a group's transformed data is 64·(C + O)·tiles floats an image
+// (393 KB there), so 4 images still fit a 2 MB L2.
 //
 //   forward   col_i = im2col(x_i)                      (C·k·k, Ho·Wo)
 //             y_i   = W · col_i + b                    (O, Ho·Wo)     one sgemm per sample
@@ -72,7 +72,7 @@ Conv2d::Conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t ke
   const bool fits_winograd = k_ == winograd::kKernel && stride_ == 1 && pad_ < k_;
   if (algorithm_ == Algorithm::kWinograd && !fits_winograd)
     throw UsageError(
-        "Conv2d: Winograd F(2x2, 5x5) needs kernel 5, stride 1 and padding <= 4 (got "
+        "Conv2d: Winograd F(4x4, 5x5) needs kernel 5, stride 1 and padding <= 4 (got "
         "kernel " +
         std::to_string(k_) + ", stride " + std::to_string(stride_) + ", padding " +
         std::to_string(pad_) + ")");
@@ -82,7 +82,8 @@ Conv2d::Conv2d(std::size_t in_channels, std::size_t out_channels, std::size_t ke
 }
 
 std::string Conv2d::algorithm_name() const {
-  return winograd_ ? "winograd F(2x2,5x5)" : "im2col";
+  const std::string m = std::to_string(winograd::kOut);
+  return winograd_ ? "winograd F(" + m + "x" + m + ",5x5)" : "im2col";
 }
 
 Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {

@@ -1,23 +1,24 @@
-// F(2x2, 5x5) convolution in three stages per group of images (see winograd.hpp):
+// F(4x4, 5x5) convolution in three stages per group of images (see winograd.hpp):
 //
 //   1. input transform   V[ξν][c][t] = (Bᵀ d_c,t B)[ξ][ν]     per image, channel and tile
-//   2. products          M[ξν] = U[ξν] · V[ξν]                36 sgemm, (O, C) · (C, tiles)
+//   2. products          M[ξν] = U[ξν] · V[ξν]                64 sgemm, (O, C) · (C, tiles)
 //   3. output transform  y_o,t = Aᵀ M_o,t A + b[o]            per image, channel and tile
 //
 // A 2-D transform X ↦ Pᵀ X P is two 1-D passes: Pᵀ applied down the columns of X, then
-// along its rows. Both passes run over all tiles of a plane at once: the patches are first
-// copied out into 36 rows of `tiles` floats (entry (i, j) of every tile in one row), so
-// every pass is a loop over contiguous floats that the compiler vectorises, and each 1-D
-// transform is written out term by term from the rows of Bᵀ and Aᵀ (no multiplications by
-// 0 or 1).
+// along its rows. Both passes run over all tiles of a group of images at once: the patches
+// are first copied out into 64 rows of `lanes` floats (entry (i, j) of every tile in one
+// row), so every pass is a loop over contiguous floats that the compiler vectorises, and
+// each 1-D transform is compiled from its table with only its nonzero terms (table_row).
 //
-// Worked patch copy, 14x14 output (7x7 tiles), padding 2: the padded plane is 18x18 and
-// tile (ty, tx) reads rows 2ty .. 2ty+5, columns 2tx .. 2tx+5, so neighbouring tiles share
-// 4 rows or columns. Entry (i, j) of tile t = 7·ty + tx is padded[2ty + i][2tx + j].
+// Worked patch copy, 14x14 output (4x4 tiles), padding 2: the padded plane is 20x20 (18x18
+// and a zero border of 2 more for the cut last tiles) and tile (ty, tx) reads rows
+// 4ty .. 4ty+7, columns 4tx .. 4tx+7, so neighbouring tiles share 4 rows or columns.
+// Entry (i, j) of tile t = 4·ty + tx is padded[4ty + i][4tx + j].
 #include "ringtrain/framework/layers/winograd.hpp"
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -25,73 +26,48 @@
 namespace ringtrain::winograd {
 namespace {
 
-// out_k = Σ_j Bᵀ[k][j] · in_j for k = 0..5, elementwise over `lanes` floats; rows j of in
-// and k of out lie `in_stride` / `out_stride` floats apart.
-void input_rows(const float* __restrict in, std::size_t in_stride, float* __restrict out,
-                std::size_t out_stride, std::size_t lanes) {
-  const float *d0 = in, *d1 = in + in_stride, *d2 = d1 + in_stride, *d3 = d2 + in_stride,
-              *d4 = d3 + in_stride, *d5 = d4 + in_stride;
-  float *r0 = out, *r1 = out + out_stride, *r2 = r1 + out_stride, *r3 = r2 + out_stride,
-        *r4 = r3 + out_stride, *r5 = r4 + out_stride;
-  // One loop per output row: stores to two rows in one loop would need alias checks
-  // between them, and GCC then leaves the loop scalar.
-  for (std::size_t t = 0; t < lanes; ++t)
-    r0[t] = 4 * d0[t] - 5 * d2[t] + d4[t];  // [4  0 -5  0  1  0]
-  for (std::size_t t = 0; t < lanes; ++t)
-    r1[t] = 4 * (d1[t] + d2[t]) - (d3[t] + d4[t]);  // [0  4  4 -1 -1  0]
-  for (std::size_t t = 0; t < lanes; ++t)
-    r2[t] = 4 * (d2[t] - d1[t]) + (d3[t] - d4[t]);  // [0 -4  4  1 -1  0]
-  for (std::size_t t = 0; t < lanes; ++t)
-    r3[t] = 2 * (d3[t] - d1[t]) + (d4[t] - d2[t]);  // [0 -2 -1  2  1  0]
-  for (std::size_t t = 0; t < lanes; ++t)
-    r4[t] = 2 * (d1[t] - d3[t]) + (d4[t] - d2[t]);  // [0  2 -1 -2  1  0]
-  for (std::size_t t = 0; t < lanes; ++t)
-    r5[t] = 4 * d1[t] - 5 * d3[t] + d5[t];  // [0  4  0 -5  0  1]
+// out_k = Σ_j T[k][j] · in_j for every row k of the table T, elementwise over `lanes`
+// floats; rows j of in and k of out lie in_stride / out_stride floats apart.
+// T is a compile-time constant, so each output row compiles to a loop of exactly its
+// nonzero terms (a 0 costs nothing, a ±1 no multiplication): the transform is its table.
+// One loop per output row: stores to two rows in one loop would need alias checks between
+// them, and GCC then leaves the loop scalar.
+template <const auto& T, std::size_t k, std::size_t... j>
+void table_row(const float* __restrict in, std::size_t in_stride, float* __restrict out,
+               std::size_t lanes, std::index_sequence<j...>) {
+  for (std::size_t t = 0; t < lanes; ++t) {
+    float sum = -0.0f;  // -0 + x = x for every x: the start folds away
+    ((sum = T[k][j] == 0.0f ? sum : sum + T[k][j] * in[j * in_stride + t]), ...);
+    out[t] = sum;
+  }
 }
 
-// out_i = Σ_ξ Aᵀ[i][ξ] · in_ξ for i = 0, 1, elementwise over `lanes` floats.
-void output_rows(const float* __restrict in, std::size_t in_stride, float* __restrict out,
-                 std::size_t out_stride, std::size_t lanes) {
-  const float *m0 = in, *m1 = in + in_stride, *m2 = m1 + in_stride, *m3 = m2 + in_stride,
-              *m4 = m3 + in_stride, *m5 = m4 + in_stride;
-  float *r0 = out, *r1 = out + out_stride;
-  for (std::size_t t = 0; t < lanes; ++t)
-    r0[t] = m0[t] + (m1[t] + m2[t]) + (m3[t] + m4[t]);  // [1  1  1  1  1  0]
-  for (std::size_t t = 0; t < lanes; ++t)
-    r1[t] = (m1[t] - m2[t]) + 2 * (m3[t] - m4[t]) + m5[t];  // [0  1 -1  2 -2  1]
+template <const auto& T, std::size_t... k>
+void table_rows(const float* in, std::size_t in_stride, float* out, std::size_t out_stride,
+                std::size_t lanes, std::index_sequence<k...>) {
+  constexpr std::size_t cols = T[0].size();
+  (table_row<T, k>(in, in_stride, out + k * out_stride, lanes, std::make_index_sequence<cols>{}),
+   ...);
 }
 
-// The adjoints, for backward: the transposed rows.
-// out_ξ = Σ_i Aᵀ[i][ξ] · in_i for ξ = 0..5, from the 2 rows i of in.
-void adjoint_output_rows(const float* __restrict in, std::size_t in_stride, float* __restrict out,
-                         std::size_t out_stride, std::size_t lanes) {
-  const float *y0 = in, *y1 = in + in_stride;
-  float *r0 = out, *r1 = out + out_stride, *r2 = r1 + out_stride, *r3 = r2 + out_stride,
-        *r4 = r3 + out_stride, *r5 = r4 + out_stride;
-  for (std::size_t t = 0; t < lanes; ++t) r0[t] = y0[t];
-  for (std::size_t t = 0; t < lanes; ++t) r1[t] = y0[t] + y1[t];
-  for (std::size_t t = 0; t < lanes; ++t) r2[t] = y0[t] - y1[t];
-  for (std::size_t t = 0; t < lanes; ++t) r3[t] = y0[t] + 2 * y1[t];
-  for (std::size_t t = 0; t < lanes; ++t) r4[t] = y0[t] - 2 * y1[t];
-  for (std::size_t t = 0; t < lanes; ++t) r5[t] = y1[t];
+template <const auto& T>
+void apply(const float* in, std::size_t in_stride, float* out, std::size_t out_stride,
+           std::size_t lanes) {
+  table_rows<T>(in, in_stride, out, out_stride, lanes, std::make_index_sequence<T.size()>{});
 }
 
-// out_j = Σ_k Bᵀ[k][j] · in_k for j = 0..5: the columns of Bᵀ.
-void adjoint_input_rows(const float* __restrict in, std::size_t in_stride, float* __restrict out,
-                        std::size_t out_stride, std::size_t lanes) {
-  const float *d0 = in, *d1 = in + in_stride, *d2 = d1 + in_stride, *d3 = d2 + in_stride,
-              *d4 = d3 + in_stride, *d5 = d4 + in_stride;
-  float *r0 = out, *r1 = out + out_stride, *r2 = r1 + out_stride, *r3 = r2 + out_stride,
-        *r4 = r3 + out_stride, *r5 = r4 + out_stride;
-  for (std::size_t t = 0; t < lanes; ++t) r0[t] = 4 * d0[t];
-  for (std::size_t t = 0; t < lanes; ++t) r1[t] = 4 * (d1[t] - d2[t] + d5[t]) + 2 * (d4[t] - d3[t]);
-  for (std::size_t t = 0; t < lanes; ++t) r2[t] = 4 * (d1[t] + d2[t]) - 5 * d0[t] - (d3[t] + d4[t]);
-  for (std::size_t t = 0; t < lanes; ++t) r3[t] = (d2[t] - d1[t]) + 2 * (d3[t] - d4[t]) - 5 * d5[t];
-  for (std::size_t t = 0; t < lanes; ++t) r4[t] = d0[t] - (d1[t] + d2[t]) + (d3[t] + d4[t]);
-  for (std::size_t t = 0; t < lanes; ++t) r5[t] = d5[t];
+template <typename T, std::size_t Rows, std::size_t Cols>
+constexpr Table<T, Cols, Rows> transposed(const Table<T, Rows, Cols>& m) {
+  Table<T, Cols, Rows> t{};
+  for (std::size_t i = 0; i < Rows; ++i)
+    for (std::size_t j = 0; j < Cols; ++j) t[j][i] = m[i][j];
+  return t;
 }
+// The adjoints' tables, for backward: B = (Bᵀ)ᵀ and A = (Aᵀ)ᵀ.
+constexpr Table<float, kAlpha, kAlpha> kB = transposed(kBt);
+constexpr Table<float, kAlpha, kOut> kA = transposed(kAt);
 
-// Weights (filters, 5, 5) and their transforms (36, filters) must match.
+// Weights (filters, 5, 5) and their transforms (64, filters) must match.
 void check_filter_sizes(const char* caller, std::size_t weights, std::size_t transformed,
                         std::size_t filters) {
   if (weights != filters * kKernel * kKernel || transformed != kPoints * filters)
@@ -105,7 +81,7 @@ void check_filter_sizes(const char* caller, std::size_t weights, std::size_t tra
 Geometry Geometry::make(std::size_t in_c, std::size_t out_c, std::size_t h, std::size_t w,
                         std::size_t pad) {
   if (h + 2 * pad < kKernel || w + 2 * pad < kKernel)
-    throw UsageError("Winograd F(2x2, 5x5): input " + std::to_string(h) + "x" + std::to_string(w) +
+    throw UsageError("Winograd F(4x4, 5x5): input " + std::to_string(h) + "x" + std::to_string(w) +
                      " with padding " + std::to_string(pad) + " is smaller than the 5x5 kernel");
   const std::size_t ho = h + 2 * pad - (kKernel - 1), wo = w + 2 * pad - (kKernel - 1);
   return {.in_c = in_c,
@@ -178,7 +154,7 @@ void convolve(const Geometry& g, const float* u, const float* bias, const float*
         const float* plane = x + ((first + q) * C + c) * in_plane;
         for (std::size_t ih = 0; ih < g.h; ++ih)  // interior; the border stays zero
           std::copy_n(plane + ih * g.w, g.w, padded + (ih + g.pad) * pw + g.pad);
-        // patches[i·6 + j][(q, t)] = padded[2ty + i][2tx + j]
+        // patches[i·8 + j][(q, t)] = padded[4ty + i][4tx + j]
         for (std::size_t i = 0; i < a; ++i)
           for (std::size_t j = 0; j < a; ++j) {
             float* row = patches + (i * a + j) * lanes + q * tiles;
@@ -188,13 +164,13 @@ void convolve(const Geometry& g, const float* u, const float* bias, const float*
             }
           }
       }
-      // down the columns: half[i·6 + ν] = Σ_j Bᵀ[ν][j] · patches[i·6 + j]
+      // down the columns: half[i·8 + ν] = Σ_j Bᵀ[ν][j] · patches[i·8 + j]
       for (std::size_t i = 0; i < a; ++i)
-        input_rows(patches + i * a * lanes, lanes, half + i * a * lanes, lanes, lanes);
-      // along the rows: V[ξ·6 + ν][c] = Σ_i Bᵀ[ξ][i] · half[i·6 + ν]
+        apply<kBt>(patches + i * a * lanes, lanes, half + i * a * lanes, lanes, lanes);
+      // along the rows: V[ξ·8 + ν][c] = Σ_i Bᵀ[ξ][i] · half[i·8 + ν]
       float* v = v_group + c * lanes;
       for (std::size_t nu = 0; nu < a; ++nu)
-        input_rows(half + nu * lanes, a * lanes, v + nu * C * lanes, a * C * lanes, lanes);
+        apply<kBt>(half + nu * lanes, a * lanes, v + nu * C * lanes, a * C * lanes, lanes);
     }
 
     // 2. M[ξν] = U[ξν] · V[ξν]   (O, lanes) = (O, C) · (C, lanes)
@@ -205,26 +181,24 @@ void convolve(const Geometry& g, const float* u, const float* bias, const float*
     // 3. y = Aᵀ M A + b, cut to (ho, wo)
     for (std::size_t o = 0; o < O; ++o) {
       const float* m = ws.m.data() + o * lanes;
-      // down the columns: half[i·6 + ν] = Σ_ξ Aᵀ[i][ξ] · M[ξ·6 + ν]   (i = 0, 1)
+      // down the columns: half[i·8 + ν] = Σ_ξ Aᵀ[i][ξ] · M[ξ·8 + ν]   (i = 0, 1)
       for (std::size_t nu = 0; nu < a; ++nu)
-        output_rows(m + nu * O * lanes, a * O * lanes, half + nu * lanes, a * lanes, lanes);
-      // along the rows: patches[i·2 + j] = Σ_ν Aᵀ[j][ν] · half[i·6 + ν]   (the 2x2 outputs)
+        apply<kAt>(m + nu * O * lanes, a * O * lanes, half + nu * lanes, a * lanes, lanes);
+      // along the rows: patches[i·4 + j] = Σ_ν Aᵀ[j][ν] · half[i·8 + ν]   (the 4x4 outputs)
       for (std::size_t i = 0; i < kOut; ++i)
-        output_rows(half + i * a * lanes, lanes, patches + i * kOut * lanes, lanes, lanes);
+        apply<kAt>(half + i * a * lanes, lanes, patches + i * kOut * lanes, lanes, lanes);
       const float b = bias ? bias[o] : 0.0f;
       for (std::size_t q = 0; q < group; ++q) {
         float* out = y + ((first + q) * O + o) * out_plane;
         for (std::size_t ty = 0; ty < g.tiles_h; ++ty)
           for (std::size_t i = 0; i < kOut && kOut * ty + i < g.ho; ++i) {
             float* row = out + (kOut * ty + i) * g.wo;
-            const float* y0 = patches + (i * kOut) * lanes + q * tiles + ty * tw;  // j = 0
-            const float* y1 = y0 + lanes;                                          // j = 1
-            const std::size_t pairs = g.wo / kOut;  // whole tiles; then a cut one if wo is odd
-            for (std::size_t tx = 0; tx < pairs; ++tx) {
-              row[kOut * tx] = y0[tx] + b;
-              row[kOut * tx + 1] = y1[tx] + b;
+            for (std::size_t j = 0; j < kOut; ++j) {
+              // row[kOut·tx + j] = Y[i][j][tile (ty, tx)] + b, for the columns inside wo
+              const float* src = patches + (i * kOut + j) * lanes + q * tiles + ty * tw;
+              const std::size_t columns = g.wo > j ? (g.wo - j + kOut - 1) / kOut : 0;
+              for (std::size_t tx = 0; tx < columns; ++tx) row[kOut * tx + j] = src[tx] + b;
             }
-            if (pairs < tw) row[kOut * pairs] = y0[pairs] + b;
           }
       }
     }
@@ -233,10 +207,10 @@ void convolve(const Geometry& g, const float* u, const float* bias, const float*
 }
 
 // Backward, per group of images (the same groups as convolve):
-//   1. dM[ξν][o][(q, t)] = (A dY Aᵀ)[ξ][ν]     dY the 2x2 tile of dy (0 where a tile is cut)
+//   1. dM[ξν][o][(q, t)] = (A dY Aᵀ)[ξ][ν]     dY the 4x4 tile of dy (0 where a tile is cut)
 //   2. du[ξν] += dM[ξν] · V[ξν]ᵀ               (O, C) = (O, lanes) · (lanes, C)
 //   3. dV[ξν] = U[ξν]ᵀ · dM[ξν]                (C, lanes) = (C, O) · (O, lanes)
-//   4. dx = Σ_tiles B dV Bᵀ                    each 6x6 result added into its patch
+//   4. dx = Σ_tiles B dV Bᵀ                    each 8x8 result added into its patch
 void backward(const Geometry& g, const float* u, const float* dy, std::size_t n, float* dx,
               float* du, Workspace& ws, const StepContext* poll) {
   if (n == 0 || ws.kept_images != n)
@@ -256,7 +230,7 @@ void backward(const Geometry& g, const float* u, const float* dy, std::size_t n,
 
     // 1. dM = A dY Aᵀ, per output channel over the whole group
     for (std::size_t o = 0; o < O; ++o) {
-      // patches[i·2 + j][(q, t)] = dy[2ty + i][2tx + j], or 0 outside (ho, wo)
+      // patches[i·4 + j][(q, t)] = dy[4ty + i][4tx + j], or 0 outside (ho, wo)
       for (std::size_t q = 0; q < group; ++q) {
         const float* plane = dy + ((first + q) * O + o) * out_plane;
         for (std::size_t i = 0; i < kOut; ++i)
@@ -269,14 +243,12 @@ void backward(const Geometry& g, const float* u, const float* dy, std::size_t n,
               }
           }
       }
-      // down the columns: half[ξ·2 + j] = Σ_i Aᵀ[i][ξ] · patches[i·2 + j]
+      // down the columns: half[ξ·4 + j] = Σ_i Aᵀ[i][ξ] · patches[i·4 + j]
       for (std::size_t j = 0; j < kOut; ++j)
-        adjoint_output_rows(patches + j * lanes, kOut * lanes, half + j * lanes, kOut * lanes,
-                            lanes);
-      // along the rows: dM[ξ·6 + ν][o] = Σ_j Aᵀ[j][ν] · half[ξ·2 + j]
+        apply<kA>(patches + j * lanes, kOut * lanes, half + j * lanes, kOut * lanes, lanes);
+      // along the rows: dM[ξ·8 + ν][o] = Σ_j Aᵀ[j][ν] · half[ξ·4 + j]
       for (std::size_t xi = 0; xi < a; ++xi)
-        adjoint_output_rows(half + xi * kOut * lanes, lanes, m + (xi * a * O + o) * lanes,
-                            O * lanes, lanes);
+        apply<kA>(half + xi * kOut * lanes, lanes, m + (xi * a * O + o) * lanes, O * lanes, lanes);
     }
 
     // 2. du[ξν] (+)= dM[ξν] · V[ξν]ᵀ; the first group overwrites
@@ -291,17 +263,16 @@ void backward(const Geometry& g, const float* u, const float* dy, std::size_t n,
                    u + p * O * C, m + p * O * lanes, 0.0f, dv + p * C * lanes);
       // 4. dx = Σ B dV Bᵀ, per input channel
       for (std::size_t c = 0; c < C; ++c) {
-        // down the columns: half[i·6 + ν] = Σ_ξ Bᵀ[ξ][i] · dV[ξ·6 + ν][c]
+        // down the columns: half[i·8 + ν] = Σ_ξ Bᵀ[ξ][i] · dV[ξ·8 + ν][c]
         for (std::size_t nu = 0; nu < a; ++nu)
-          adjoint_input_rows(dv + (nu * C + c) * lanes, a * C * lanes, half + nu * lanes, a * lanes,
-                             lanes);
-        // along the rows: patches[i·6 + j] = Σ_ν Bᵀ[ν][j] · half[i·6 + ν]
+          apply<kB>(dv + (nu * C + c) * lanes, a * C * lanes, half + nu * lanes, a * lanes, lanes);
+        // along the rows: patches[i·8 + j] = Σ_ν Bᵀ[ν][j] · half[i·8 + ν]
         for (std::size_t i = 0; i < a; ++i)
-          adjoint_input_rows(half + i * a * lanes, lanes, patches + i * a * lanes, lanes, lanes);
+          apply<kB>(half + i * a * lanes, lanes, patches + i * a * lanes, lanes, lanes);
         for (std::size_t q = 0; q < group; ++q) {
           float* plane = ws.grad_plane.data();
           std::fill(ws.grad_plane.begin(), ws.grad_plane.end(), 0.0f);
-          // grad_plane[2ty + i][2tx + j] += patches[i·6 + j][(q, t)]: the transpose of the
+          // grad_plane[4ty + i][4tx + j] += patches[i·8 + j][(q, t)]: the transpose of the
           // patch copy in convolve()
           for (std::size_t i = 0; i < a; ++i)
             for (std::size_t j = 0; j < a; ++j) {

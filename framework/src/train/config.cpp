@@ -88,6 +88,7 @@ void TrainConfig::validate(int world_size) const {
   require(blas_threads >= 0,
           fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
   require_one_of(sync_bn, {"auto", "on", "off"}, "--sync-bn");
+  require_one_of(conv_algorithm, {"auto", "im2col", "winograd"}, "--conv-algorithm");
   require_one_of(collective, {"ring", "mpi"}, "--collective");
   require_one_of(overlap, {"on", "off"}, "--overlap");
   require_one_of(progress, {"layers", "thread"}, "--progress");
@@ -150,6 +151,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"model", model},
           {"mlp-hidden", mlp_hidden},
           {"dropout", shortest(dropout)},
+          {"conv-algorithm", conv_algorithm},
           {"global-batch", global_batch},
           {"local-batches", local_batches},
           {"steps", steps},

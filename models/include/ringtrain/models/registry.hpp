@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/config.hpp"
 
@@ -20,6 +21,8 @@ namespace ringtrain::models {
 struct ModelOptions {
   std::vector<std::size_t> mlp_hidden = {1024, 1024};  // hidden widths of `mlp`
   float dropout = 0.0f;                                // 0: no Dropout layers
+  // The cnn's 5x5 convolutions: kAuto lets Conv2d choose (Winograd from 8 channels).
+  Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;
 };
 
 // Names accepted by make_model, in a stable order (for help texts and errors).

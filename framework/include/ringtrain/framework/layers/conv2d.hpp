@@ -21,16 +21,17 @@
 // so the same thread count gives bitwise the same results run after run.
 //
 // Algorithm. A 5x5 kernel at stride 1 between layers of >= 8 channels (the cnn's second
-// layer) runs by Winograd's F(2x2, 5x5) instead (winograd.hpp: 36 products per 2x2 outputs
-// instead of 100), forward and backward. Its backward is the exact transpose of the
+// layer) runs by Winograd's F(4x4, 5x5) instead (winograd.hpp: 64 products per 4x4 outputs
+// instead of 400), forward and backward. Its backward is the exact transpose of the
 // forward's stages (dW and dx both from the transformed dy) and reads the transformed
 // inputs that the forward keeps, so it needs the forward on the same x first, as every
 // layer's backward does (layer.hpp); without one it throws. db is summed from dy directly.
-// Algorithm::kIm2col / kWinograd force a choice (tests, benchmarks).
+// Algorithm::kIm2col / kWinograd force a choice (tests, benchmarks, ringtrain train
+// --conv-algorithm).
 //
 // Workspace, per part: one sample's column matrix, a zero-bordered copy of one image, and
 // (parts >= 1) partial dW, db; Winograd: its buffers for 4 images at a time, the
-// transformed inputs of all the part's samples (36·C·tiles floats a sample: 226 KB for the
+// transformed inputs of all the part's samples (64·C·tiles floats a sample: 131 KB for the
 // cnn's second layer) and a partial du. Planned in plan() and reused for every sample, the
 // hot path allocates nothing. Parameters are initialised like PyTorch: U(±1/sqrt(C·k·k))
 // for weight and bias.
@@ -65,7 +66,7 @@ class Conv2d final : public Layer {
                 std::span<float> dx, std::size_t n, const StepContext& ctx) override;
   // 2·O·C·k·k·Ho·Wo (of the direct convolution, whatever the algorithm)
   double forward_flops_per_sample() const override;
-  // "im2col" or "winograd F(2x2,5x5)": the algorithm of forward and dx (after plan()).
+  // "im2col" or "winograd F(4x4,5x5)": the algorithm of forward and dx (after plan()).
   std::string algorithm_name() const;
 
  private:
@@ -77,7 +78,7 @@ class Conv2d final : public Layer {
     std::vector<float> grad_weight;  // (O, C·k·k): this part's dW (parts >= 1 only)
     std::vector<float> grad_bias;    // (O): this part's db (parts >= 1 only)
     winograd::Workspace winograd;    // Winograd only: its buffers, V kept for backward
-    std::vector<float> winograd_du;  // Winograd only: (36, O, C), this part's du
+    std::vector<float> winograd_du;  // Winograd only: (64, O, C), this part's du
   };
 
   std::size_t parts_for(std::size_t n) const;
@@ -105,9 +106,9 @@ class Conv2d final : public Layer {
   std::size_t pixels_ = 0;            // Ho·Wo: columns of a column matrix
   bool identity_col_ = false;         // 1x1 kernel, stride 1, no padding: col_i is x_i itself
   Algorithm algorithm_;               // as asked
-  bool winograd_ = false;             // Winograd F(2x2, 5x5) (decided in the constructor)
+  bool winograd_ = false;             // Winograd F(4x4, 5x5) (decided in the constructor)
   winograd::Geometry winograd_geometry_;
-  std::vector<float> u_;              // (36, O, C): the transformed filters of the last forward
+  std::vector<float> u_;              // (64, O, C): the transformed filters of the last forward
   std::vector<PartWorkspace> parts_;  // one per planned thread
   std::unique_ptr<ThreadPool> pool_;  // null when one thread was planned
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;

@@ -20,6 +20,7 @@ struct TrainConfig {
   std::string model = "mlp";
   std::string mlp_hidden = "1024,1024";
   float dropout = 0.0f;
+  std::string conv_algorithm = "auto";  // auto | im2col | winograd (5x5 stride-1 layers)
 
   // batches and length
   std::size_t global_batch = 128;

@@ -1,0 +1,38 @@
+// --conv-algorithm reaches the cnn's convolutions: the flag's three values against the
+// algorithm each Conv2d of the built model reports.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/layers/conv2d.hpp"
+#include "ringtrain/models/registry.hpp"
+
+using namespace ringtrain;
+
+namespace {
+
+// Algorithm names of the model's Conv2d layers, in order, joined by spaces.
+std::string conv_algorithms(const TrainConfig& config) {
+  auto model = models::make_model(config);
+  std::string names;
+  for (std::size_t i = 0; i < model->num_layers(); ++i)
+    if (auto* conv = dynamic_cast<const Conv2d*>(&model->layer(i))) {
+      if (!names.empty()) names += ' ';
+      names += conv->algorithm_name();
+    }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("the cnn's convolutions run as --conv-algorithm says", "[models]") {
+  TrainConfig config;
+  config.model = "cnn";
+  CHECK(conv_algorithms(config) == "im2col winograd F(4x4,5x5)");  // auto
+  config.conv_algorithm = "im2col";
+  CHECK(conv_algorithms(config) == "im2col im2col");
+  config.conv_algorithm = "winograd";
+  CHECK(conv_algorithms(config) == "winograd F(4x4,5x5) winograd F(4x4,5x5)");
+  config.conv_algorithm = "fast";
+  CHECK_THROWS_AS(config.validate(1), UsageError);
+}
