@@ -181,7 +181,7 @@ void convolve(const Geometry& g, const float* u, const float* bias, const float*
     // 3. y = Aᵀ M A + b, cut to (ho, wo)
     for (std::size_t o = 0; o < O; ++o) {
       const float* m = ws.m.data() + o * lanes;
-      // down the columns: half[i·8 + ν] = Σ_ξ Aᵀ[i][ξ] · M[ξ·8 + ν]   (i = 0, 1)
+      // down the columns: half[i·8 + ν] = Σ_ξ Aᵀ[i][ξ] · M[ξ·8 + ν]   (i = 0..3)
       for (std::size_t nu = 0; nu < a; ++nu)
         apply<kAt>(m + nu * O * lanes, a * O * lanes, half + nu * lanes, a * lanes, lanes);
       // along the rows: patches[i·4 + j] = Σ_ν Aᵀ[j][ν] · half[i·8 + ν]   (the 4x4 outputs)
