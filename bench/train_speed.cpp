@@ -5,8 +5,14 @@
 //   limit (samples/s) = GFLOP/s of a 1024³ sgemm at the same thread count
 //                       / training FLOPs per sample (3 × forward: forward, dW, dx)
 //
-// Prints one table row per (model, threads) with medians and the ratios; --json writes them.
-// Usage: bench_train_speed [--models mlp,cnn] [--threads 1,2] [--batch 128] [--steps 20]
+// Each repeat pairs the two sides in time: `steps` of our training between two sgemm probes
+// (the mean of their medians of 5 products is the repeat's GFLOP/s), and the peer's `steps` in a
+// fresh process right before (odd repeats) or after (even repeats). A repeat's step time is its
+// mean (the peer's rule: the steps' total over their number). The ratio and the fraction of the
+// limit are computed per repeat, and the row prints their medians with their range: this VM's speed
+// drifts by up to 50 % within minutes, so only measurements seconds apart are compared. Prints one
+// table row per (model, threads); --json writes them, with the per-repeat values. Usage:
+// bench_train_speed [--models mlp,cnn] [--threads 1,2] [--batch 128] [--steps 20]
 //                          [--repeats 5] [--peer bench/peers/torch_train_speed.py | none]
 #include <algorithm>
 #include <chrono>
@@ -59,39 +65,55 @@ struct Phases {
   double step_s, forward_s, backward_s, update_s;
 };
 
-// Median times of full training steps on random data (as the peer uses).
-Phases time_training(const std::string& name, std::size_t batch, int warmup, int steps, int repeats) {
-  auto model = models::make_model(name);
-  model->plan(models::input_shape(), batch);
-  model->initialize(0);
-  OptimizerConfig config;  // sgd, momentum 0.9
-  auto sgd = make_optimizer(config, model->parameters().num_elements());
-  const std::size_t pixels = num_elements(models::input_shape());
-  std::vector<float> x(batch * pixels), dlogits(batch * 10);
-  std::vector<std::int32_t> y(batch);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = random::uniform01(random::hash({1, i}));
-  for (std::size_t i = 0; i < batch; ++i) y[i] = std::int32_t(random::below(random::hash({2, i}), 10));
-  std::vector<double> step, fwd, bwd, upd;
-  for (int r = 0; r < repeats; ++r) {
+// One model training on random data (as the peer uses), kept across repeats: timing a
+// repeat runs `steps` full training steps and returns their mean step and median phases.
+class OurTraining {
+ public:
+  OurTraining(const std::string& name, std::size_t batch) : batch_(batch) {
+    model_ = models::make_model(name);
+    model_->plan(models::input_shape(), batch);
+    model_->initialize(0);
+    OptimizerConfig config;  // sgd, momentum 0.9
+    sgd_ = make_optimizer(config, model_->parameters().num_elements());
+    const std::size_t pixels = num_elements(models::input_shape());
+    x_.resize(batch * pixels);
+    dlogits_.resize(batch * 10);
+    y_.resize(batch);
+    for (std::size_t i = 0; i < x_.size(); ++i) x_[i] = random::uniform01(random::hash({1, i}));
+    for (std::size_t i = 0; i < batch; ++i)
+      y_[i] = std::int32_t(random::below(random::hash({2, i}), 10));
+  }
+
+  Phases time(int warmup, int steps) {
+    std::vector<double> fwd, bwd, upd;
+    double total_s = 0.0;
     for (int s = -warmup; s < steps; ++s) {
       StepContext ctx;
       const double t0 = now_s();
-      auto logits = model->forward(x, batch, ctx);
-      softmax_cross_entropy(logits, y, batch, 10, 1.0f / float(batch), dlogits);
+      auto logits = model_->forward(x_, batch_, ctx);
+      softmax_cross_entropy(logits, y_, batch_, 10, 1.0f / float(batch_), dlogits_);
       const double t1 = now_s();
-      model->backward(dlogits, batch, ctx);
+      model_->backward(dlogits_, batch_, ctx);
       const double t2 = now_s();
-      sgd->step(model->parameters().values(), model->parameters().grads(), 0.01f);
+      sgd_->step(model_->parameters().values(), model_->parameters().grads(), 0.01f);
       const double t3 = now_s();
       if (s < 0) continue;
-      step.push_back(t3 - t0);
+      total_s += t3 - t0;
       fwd.push_back(t1 - t0);
       bwd.push_back(t2 - t1);
       upd.push_back(t3 - t2);
     }
+    if (steps <= 0) return {};
+    return {total_s / steps, median(fwd), median(bwd), median(upd)};
   }
-  return {median(step), median(fwd), median(bwd), median(upd)};
-}
+
+ private:
+  std::size_t batch_;
+  std::unique_ptr<Sequential> model_;
+  std::unique_ptr<Optimizer> sgd_;
+  std::vector<float> x_, dlogits_;
+  std::vector<std::int32_t> y_;
+};
 
 // Runs the PyTorch peer; returns its samples/s (0 if unavailable).
 double torch_samples_per_s(const std::string& script, const std::string& model, int threads,
@@ -138,13 +160,16 @@ int main(int argc, char** argv) {
     }
     return out;
   };
-  std::printf("batch %zu, SGD momentum 0.9, random data; medians of %d repeats x %d steps\n", batch,
-              repeats, steps);
+  std::printf(
+      "batch %zu, SGD momentum 0.9, random data; %d repeats x %d steps, each repeat pairs ours, "
+      "an sgemm probe and the peer; medians over repeats (range)\n",
+      batch, repeats, steps);
   auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "(unset)"; };
   std::printf("%s; the PyTorch peer inherits OPENBLAS_CORETYPE=%s, OPENBLAS_THREAD_TIMEOUT=%s\n",
               blas::core_report().c_str(), env("OPENBLAS_CORETYPE"), env("OPENBLAS_THREAD_TIMEOUT"));
-  std::printf("%-5s %3s %10s %10s %7s %9s %11s %8s  %s\n", "model", "thr", "ours/s", "torch/s",
-              "ratio", "sgemm GF", "limit/s", "of limit", "fwd / bwd / update ms");
+  std::printf("%-5s %3s %10s %10s %7s %13s %9s %11s %8s %15s  %s\n", "model", "thr", "ours/s",
+              "torch/s", "ratio", "(min-max)", "sgemm GF", "limit/s", "of limit", "(min-max)",
+              "fwd / bwd / update ms");
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& name : split(models_arg)) {
     auto probe = models::make_model(name);
@@ -153,24 +178,66 @@ int main(int argc, char** argv) {
     for (const std::string& t : split(threads_arg)) {
       const int threads = std::stoi(t);
       blas::set_threads(threads);
-      const double gflops = sgemm_gflops(repeats * 2);
-      const Phases ours = time_training(name, batch, warmup, steps, repeats);
-      const double ours_rate = double(batch) / ours.step_s;
-      const double torch_rate = torch_samples_per_s(peer, name, threads, batch, steps, repeats);
-      const double limit = gflops * 1e9 / train_flops;
-      std::printf("%-5s %3d %10.0f %10.0f %7.2f %9.1f %11.0f %7.1f%%  %.2f / %.2f / %.2f\n",
-                  name.c_str(), threads, ours_rate, torch_rate,
-                  torch_rate > 0 ? ours_rate / torch_rate : 0.0, gflops, limit,
-                  100.0 * ours_rate / limit, ours.forward_s * 1e3, ours.backward_s * 1e3,
-                  ours.update_s * 1e3);
+      OurTraining ours(name, batch);
+      ours.time(warmup, 0);
+      // Repeat by repeat: an sgemm probe right before our steps, and the peer's steps next
+      // to them (peer first on odd repeats), so each ratio compares two measurements a few
+      // seconds apart; the VM's speed drifts by up to 50 % over minutes.
+      std::vector<double> ours_rate, torch_rate, gflops, ratio, fraction, fwd, bwd, upd;
+      for (int r = 0; r < repeats; ++r) {
+        double torch_r = 0.0;
+        if (r % 2 == 1) torch_r = torch_samples_per_s(peer, name, threads, batch, steps, 1);
+        const double gflops_before = sgemm_gflops(5);
+        const Phases phases = ours.time(0, steps);
+        const double gflops_r = 0.5 * (gflops_before + sgemm_gflops(5));
+        if (r % 2 == 0) torch_r = torch_samples_per_s(peer, name, threads, batch, steps, 1);
+        const double ours_r = double(batch) / phases.step_s;
+        ours_rate.push_back(ours_r);
+        gflops.push_back(gflops_r);
+        fraction.push_back(ours_r / (gflops_r * 1e9 / train_flops));
+        fwd.push_back(phases.forward_s);
+        bwd.push_back(phases.backward_s);
+        upd.push_back(phases.update_s);
+        if (torch_r > 0) {
+          torch_rate.push_back(torch_r);
+          ratio.push_back(ours_r / torch_r);
+        }
+      }
+      auto low = [](const std::vector<double>& v) {
+        return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+      };
+      auto high = [](const std::vector<double>& v) {
+        return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+      };
+      auto med = [](const std::vector<double>& v) { return v.empty() ? 0.0 : median(v); };
+      const double limit = med(gflops) * 1e9 / train_flops;
+      std::printf(
+          "%-5s %3d %10.0f %10.0f %7.2f %13s %9.1f %11.0f %7.1f%% %15s  %.2f / %.2f / %.2f\n",
+          name.c_str(), threads, med(ours_rate), med(torch_rate), med(ratio),
+          fmt::format("({:.2f}-{:.2f})", low(ratio), high(ratio)).c_str(), med(gflops), limit,
+          100.0 * med(fraction),
+          fmt::format("({:.1f}-{:.1f}%)", 100.0 * low(fraction), 100.0 * high(fraction)).c_str(),
+          med(fwd) * 1e3, med(bwd) * 1e3, med(upd) * 1e3);
       std::fflush(stdout);
-      rows.push_back({{"model", name}, {"threads", threads}, {"batch", batch},
-                      {"ours_samples_per_s", ours_rate}, {"torch_samples_per_s", torch_rate},
-                      {"ratio_vs_torch", torch_rate > 0 ? ours_rate / torch_rate : 0.0},
-                      {"sgemm_gflops", gflops}, {"train_flops_per_sample", train_flops},
-                      {"sgemm_limit_samples_per_s", limit}, {"fraction_of_limit", ours_rate / limit},
-                      {"forward_s", ours.forward_s}, {"backward_s", ours.backward_s},
-                      {"update_s", ours.update_s}});
+      rows.push_back({{"model", name},
+                      {"threads", threads},
+                      {"batch", batch},
+                      {"ours_samples_per_s", med(ours_rate)},
+                      {"torch_samples_per_s", med(torch_rate)},
+                      {"ratio_vs_torch", med(ratio)},
+                      {"sgemm_gflops", med(gflops)},
+                      {"train_flops_per_sample", train_flops},
+                      {"sgemm_limit_samples_per_s", limit},
+                      {"fraction_of_limit", med(fraction)},
+                      {"forward_s", med(fwd)},
+                      {"backward_s", med(bwd)},
+                      {"update_s", med(upd)},
+                      {"per_repeat",
+                       {{"ours_samples_per_s", ours_rate},
+                        {"torch_samples_per_s", torch_rate},
+                        {"ratio_vs_torch", ratio},
+                        {"sgemm_gflops", gflops},
+                        {"fraction_of_limit", fraction}}}});
     }
   }
   if (!json_path.empty()) std::ofstream(json_path) << rows.dump(2) << "\n";
