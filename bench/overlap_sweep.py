@@ -95,7 +95,9 @@ def parse_args():
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     args.ranks = [int(n) for n in args.ranks.split(",") if n]
-    args.caps = [0] + [parse_size(c) for c in args.caps.split(",") if c]
+    # The default cap (0) always runs, first; a cap named twice runs once.
+    caps = [0] + [parse_size(c) for c in args.caps.split(",") if c]
+    args.caps = list(dict.fromkeys(caps))
     steps = dict(DEFAULT_STEPS)
     for item in filter(None, args.steps.split(",")):
         name, _, value = item.partition("=")

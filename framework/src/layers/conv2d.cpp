@@ -114,10 +114,12 @@ Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
   const std::size_t part_samples = (max_batch + parts_.size() - 1) / parts_.size();
   for (std::size_t p = 0; p < parts_.size(); ++p) {
     PartWorkspace& ws = parts_[p];
-    ws.col.assign(identity_col_ ? 0 : patch_ * pixels_ + kChunk, 0.0f);
-    ws.padded.assign(identity_col_ ? 0 : padded_size + kChunk, 0.0f);
-    ws.padded_grad.assign(identity_col_ || pad_ == 0 || winograd_ ? 0 : padded_size, 0.0f);
-    ws.grad_weight.assign(p == 0 ? 0 : out_c_ * patch_, 0.0f);
+    // im2col's buffers only for im2col (Winograd has its own in ws.winograd).
+    const bool columns = !winograd_ && !identity_col_;
+    ws.col.assign(columns ? patch_ * pixels_ + kChunk : 0, 0.0f);
+    ws.padded.assign(columns ? padded_size + kChunk : 0, 0.0f);
+    ws.padded_grad.assign(columns && pad_ > 0 ? padded_size : 0, 0.0f);
+    ws.grad_weight.assign(p == 0 || winograd_ ? 0 : out_c_ * patch_, 0.0f);
     ws.grad_bias.assign(p == 0 ? 0 : out_c_, 0.0f);
     if (winograd_) {
       ws.winograd = winograd::Workspace(winograd_geometry_, kWinogradImages, part_samples);

@@ -72,10 +72,12 @@ class Conv2d final : public Layer {
  private:
   // One part's buffers (see "Workspace" above).
   struct PartWorkspace {
+    // im2col only (empty for Winograd):
     std::vector<float> col;          // (C·k·k, Ho·Wo) + slack: one sample's columns, reused
     std::vector<float> padded;       // (C, H + 2p, W + 2p) + slack: one image, zero border
     std::vector<float> padded_grad;  // (C, H + 2p, W + 2p): col2im's accumulator (p > 0)
     std::vector<float> grad_weight;  // (O, C·k·k): this part's dW (parts >= 1 only)
+    // both:
     std::vector<float> grad_bias;    // (O): this part's db (parts >= 1 only)
     winograd::Workspace winograd;    // Winograd only: its buffers, V kept for backward
     std::vector<float> winograd_du;  // Winograd only: (64, O, C), this part's du
