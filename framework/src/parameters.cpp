@@ -24,8 +24,8 @@ void ParameterStore::add(std::string name, const ParamSpec& spec, std::size_t la
 
 void ParameterStore::finalize() {
   const std::size_t total = entries_.empty() ? 0 : entries_.back().offset + entries_.back().size;
-  values_.assign(total, 0.0f);
-  grads_.assign(with_grads_ ? total : 0, 0.0f);
+  values_ = collectives::HugePageBuffer(total);  // zero-filled
+  grads_ = collectives::HugePageBuffer(with_grads_ ? total : 0);
   finalized_ = true;
 }
 

@@ -7,6 +7,10 @@
 // Because the layout is one span, a gradient bucket is a sub-span, the ring reduces the
 // whole buffer in one call, and an optimizer (or a ZeRO shard of it) updates a range.
 // Names are stable hierarchical paths: they are the checkpoint format.
+//
+// Both buffers sit on transparent huge pages (collectives/buffer.hpp): the ring hands the
+// gradients, and with ZeRO-1 the parameters, to the kernel's cross-memory copy, which pins
+// every page of a message, and the GEMMs stream the weights through fewer TLB entries.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/collectives/buffer.hpp"
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/tensor.hpp"
 
@@ -46,10 +51,10 @@ class ParameterStore {
   // Index of the entry with this name; throws Error if there is none.
   std::size_t index_of(const std::string& name) const;
 
-  std::span<float> values() { return values_; }
-  std::span<const float> values() const { return values_; }
-  std::span<float> grads() { return grads_; }
-  std::span<const float> grads() const { return grads_; }
+  std::span<float> values() { return values_.span(); }
+  std::span<const float> values() const { return values_.span(); }
+  std::span<float> grads() { return grads_.span(); }
+  std::span<const float> grads() const { return grads_.span(); }
   std::span<float> value(std::size_t i) { return values().subspan(entries_[i].offset, entries_[i].size); }
   std::span<float> grad(std::size_t i) { return grads().subspan(entries_[i].offset, entries_[i].size); }
 
@@ -60,8 +65,8 @@ class ParameterStore {
   bool with_grads_;
   bool finalized_ = false;
   std::vector<ParameterEntry> entries_;
-  std::vector<float> values_;
-  std::vector<float> grads_;
+  collectives::HugePageBuffer values_;
+  collectives::HugePageBuffer grads_;
 };
 
 }  // namespace ringtrain

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""A/B of two ringtrain builds on the same training run, paired round by round.
+
+This VM's speed drifts by up to 50 % within minutes, so two builds timed minutes apart say
+little. Each round here runs build A and build B back to back (A first in odd rounds, B first
+in even ones) on the same command, and the verdict is the median over rounds of the per-round
+ratio B / A:
+
+  mpiexec.mpich -n N BUILD train --no-eval --quiet --blas-threads 1 --global-batch 128
+      --lr 0.01 --run-dir <tmp> FLAGS...
+
+Per run: the median over metrics.jsonl windows (the first, cold one left out) of samples/s,
+compute_s and comm_s of rank 0.
+
+  /usr/bin/python3 bench/ab_train.py --a /tmp/ringtrain-old --b build/ringtrain [--rounds 10]
+      [--ranks 2] [--flags "--model mlp --steps 400 --log-every 50 --zero 1 --overlap off"]
+
+Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebuilding B.
+A benchmark program, not a test: every figure comes from this invocation.
+"""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--a", required=True, help="ringtrain executable A (the reference)")
+    ap.add_argument("--b", required=True, help="ringtrain executable B (the candidate)")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--flags", default="--model mlp --steps 400 --log-every 50")
+    ap.add_argument("--mpiexec", default="mpiexec.mpich")
+    ap.add_argument("--timeout", type=float, default=300)
+    args = ap.parse_args()
+    for name in (args.a, args.b):
+        if not os.access(name, os.X_OK):
+            ap.error("%s is not an executable file" % name)
+    if args.rounds < 1 or args.ranks < 1:
+        ap.error("--rounds and --ranks must be >= 1")
+    return args
+
+
+def run(args, build, run_dir):
+    command = [args.mpiexec, "-n", str(args.ranks), build, "train", "--no-eval", "--quiet",
+               "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
+               "--run-dir", run_dir] + shlex.split(args.flags)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=args.timeout, check=False)
+    if done.returncode != 0:
+        sys.exit("ab_train: %s exited %d:\n%s" % (" ".join(command), done.returncode,
+                                                   done.stderr[-2000:]))
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        windows = [json.loads(line) for line in f if '"samples_per_s"' in line][1:]
+    if not windows:
+        sys.exit("ab_train: %s logged fewer than two windows; raise --steps or lower "
+                 "--log-every" % build)
+    return {key: statistics.median(w.get(key, 0.0) for w in windows)
+            for key in ("samples_per_s", "compute_s", "comm_s")}
+
+
+def main():
+    args = parse_args()
+    print("ab_train: A %s, B %s, N=%d, flags %s" % (args.a, args.b, args.ranks, args.flags))
+    ratios = {"samples_per_s": [], "compute_s": [], "comm_s": []}
+    rates = {"A": [], "B": []}
+    work = tempfile.mkdtemp(prefix="ab_train-")
+    try:
+        for r in range(1, args.rounds + 1):
+            result = {}
+            for side in ("A", "B") if r % 2 else ("B", "A"):
+                run_dir = os.path.join(work, "%s-%d" % (side, r))
+                result[side] = run(args, args.a if side == "A" else args.b, run_dir)
+                shutil.rmtree(run_dir, ignore_errors=True)
+                m = result[side]
+                print("  round %2d %s  %8.0f samples/s  compute %6.2f ms  comm %6.2f ms"
+                      % (r, side, m["samples_per_s"], m["compute_s"] * 1e3, m["comm_s"] * 1e3),
+                      flush=True)
+            for key in ratios:
+                if result["A"][key] > 0:
+                    ratios[key].append(result["B"][key] / result["A"][key])
+            for side in rates:
+                rates[side].append(result[side]["samples_per_s"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("samples/s: A %.0f, B %.0f (medians over rounds)"
+          % (statistics.median(rates["A"]), statistics.median(rates["B"])))
+    for key, label in (("samples_per_s", "samples/s"), ("compute_s", "compute"),
+                       ("comm_s", "comm")):
+        values = sorted(ratios[key])
+        if values:
+            print("B / A %-9s median %.3f  per round %s"
+                  % (label, statistics.median(values), " ".join("%.2f" % v for v in values)))
+
+
+if __name__ == "__main__":
+    main()
