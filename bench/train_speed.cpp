@@ -6,13 +6,15 @@
 //                       / training FLOPs per sample (3 × forward: forward, dW, dx)
 //
 // Each repeat pairs the two sides in time: `steps` of our training between two sgemm probes
-// (the mean of their medians of 5 products is the repeat's GFLOP/s), and the peer's `steps` in a
-// fresh process right before (odd repeats) or after (even repeats). A repeat's step time is its
-// mean (the peer's rule: the steps' total over their number). The ratio and the fraction of the
-// limit are computed per repeat, and the row prints their medians with their range: this VM's speed
-// drifts by up to 50 % within minutes, so only measurements seconds apart are compared. Prints one
-// table row per (model, threads); --json writes them, with the per-repeat values. Usage:
-// bench_train_speed [--models mlp,cnn] [--threads 1,2] [--batch 128] [--steps 20]
+// (the mean of their medians of 5 products is the repeat's GFLOP/s), and the peer's `steps`
+// in a fresh process right after (repeats 1, 3, ...) or before (2, 4, ...). A repeat's step time
+// is its mean (the peer's rule: the steps' total over their number). The ratio and the
+// fraction of the limit are computed per repeat, and the row prints their medians with their
+// range: this VM's speed drifts by up to 50 % within minutes, so only measurements seconds
+// apart are compared. One table row per (model, threads); --json writes the rows, with the
+// per-repeat values.
+//
+// Usage: bench_train_speed [--models mlp,cnn] [--threads 1,2] [--batch 128] [--steps 20]
 //                          [--repeats 5] [--peer bench/peers/torch_train_speed.py | none]
 #include <algorithm>
 #include <chrono>
@@ -180,9 +182,9 @@ int main(int argc, char** argv) {
       blas::set_threads(threads);
       OurTraining ours(name, batch);
       ours.time(warmup, 0);
-      // Repeat by repeat: an sgemm probe right before our steps, and the peer's steps next
-      // to them (peer first on odd repeats), so each ratio compares two measurements a few
-      // seconds apart; the VM's speed drifts by up to 50 % over minutes.
+      // Repeat by repeat: sgemm probes right before and after our steps, and the peer's
+      // steps next to them (peer first when r is odd), so each ratio compares measurements
+      // a few seconds apart.
       std::vector<double> ours_rate, torch_rate, gflops, ratio, fraction, fwd, bwd, upd;
       for (int r = 0; r < repeats; ++r) {
         double torch_r = 0.0;
