@@ -19,14 +19,16 @@ Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebu
 A benchmark program, not a test: every figure comes from this invocation.
 """
 import argparse
-import json
 import os
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dp_speed  # noqa: E402  (run_ringtrain: one bounded job, its metrics.jsonl records)
 
 
 def parse_args():
@@ -51,13 +53,11 @@ def run(args, build, run_dir):
     command = [args.mpiexec, "-n", str(args.ranks), build, "train", "--no-eval", "--quiet",
                "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
                "--run-dir", run_dir] + shlex.split(args.flags)
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, timeout=args.timeout, check=False)
-    if done.returncode != 0:
-        sys.exit("ab_train: %s exited %d:\n%s" % (" ".join(command), done.returncode,
-                                                   done.stderr[-2000:]))
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        windows = [json.loads(line) for line in f if '"samples_per_s"' in line][1:]
+    try:
+        _, records = dp_speed.run_ringtrain(args, command, run_dir)
+    except (RuntimeError, OSError) as error:
+        sys.exit("ab_train: %s" % error)
+    windows = [w for w in records if "samples_per_s" in w][1:]
     if not windows:
         sys.exit("ab_train: %s logged fewer than two windows; raise --steps or lower "
                  "--log-every" % build)
