@@ -40,6 +40,7 @@ def parse_args():
     ap.add_argument("--flags", default="--model mlp --steps 400 --log-every 50")
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
     ap.add_argument("--timeout", type=float, default=300)
+    dp_speed.add_openblas_env_arg(ap)
     args = ap.parse_args()
     for name in (args.a, args.b):
         if not os.access(name, os.X_OK):
@@ -67,6 +68,7 @@ def run(args, build, run_dir):
 
 def main():
     args = parse_args()
+    dp_speed.unpin_openblas_env(args)
     print("ab_train: A %s, B %s, N=%d, flags %s" % (args.a, args.b, args.ranks, args.flags))
     ratios = {"samples_per_s": [], "compute_s": [], "comm_s": []}
     rates = {"A": [], "B": []}

@@ -83,6 +83,7 @@ def parse_args():
                     help="extra ringtrain train flags for both of our contenders, ones that keep "
                          "the computation bitwise the same (e.g. '--zero 1 --overlap off')")
     ap.add_argument("--json", default="", help="write all measurements and the summary here")
+    add_openblas_env_arg(ap)
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     for m in args.models:
@@ -213,11 +214,39 @@ def run_ours(args, model, ranks, keep_dir):
     return rec
 
 
+# OpenBLAS settings that an environment may carry and that pin its blocking and kernels:
+# a machine that exports OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 on an AVX-512 CPU
+# (seen here, 2026-12-02) runs every contender's GEMMs 1.5x slower than OpenBLAS's own
+# choice (Cooperlake). Both sides of a benchmark get the same setting either way.
+OPENBLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def add_openblas_env_arg(ap):
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="keep %s from the environment (default: unset them, so OpenBLAS, "
+                         "or ringtrain, picks the kernels for this CPU, the same for every "
+                         "contender)" % " and ".join(OPENBLAS_PINS))
+
+
+def unpin_openblas_env(args):
+    """Removes OPENBLAS_PINS from this process's environment (inherited by every contender)
+    unless --keep-openblas-env, saying so."""
+    if getattr(args, "keep_openblas_env", False):
+        return
+    for name in OPENBLAS_PINS:
+        if name in os.environ:
+            print("bench: unsetting %s=%s from the environment for every contender "
+                  "(--keep-openblas-env keeps it)" % (name, os.environ.pop(name)), flush=True)
+
+
 def blas_kernels(args):
-    """The OpenBLAS kernels ringtrain runs with here (from a one-step run's manifest). When
-    ringtrain had to choose them (OpenBLAS took the CPU for an older one, see blas.hpp), the
-    same OPENBLAS_CORETYPE is exported to every contender, so PyTorch gets the same kernels;
-    so is the OPENBLAS_THREAD_TIMEOUT that ringtrain sets (idle OpenBLAS threads sleep)."""
+    """The OpenBLAS kernels ringtrain runs with here (from a one-step run's manifest). Unless
+    --keep-openblas-env, OPENBLAS_PINS are first removed from the environment (printed).
+    When ringtrain had to choose the kernels (OpenBLAS took the CPU for an older one, see
+    blas.hpp), the same OPENBLAS_CORETYPE is exported to every contender, so PyTorch gets the
+    same kernels; so is the OPENBLAS_THREAD_TIMEOUT that ringtrain sets (idle OpenBLAS
+    threads sleep)."""
+    unpin_openblas_env(args)
     run_dir = tempfile.mkdtemp(prefix="dp_speed-probe-")
     try:
         subprocess.run([args.ringtrain, "train", "--steps", "1", "--no-eval", "--quiet",

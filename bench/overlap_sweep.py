@@ -92,6 +92,7 @@ def parse_args():
                     help="keep each run's trace.json, manifest.json and metrics.jsonl here, "
                          "in <model>-n<N>-<cap>-<on|off>-r<round>/ (for tools/plot_overlap.py)")
     ap.add_argument("--json", default="")
+    dp_speed.add_openblas_env_arg(ap)
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     args.ranks = [int(n) for n in args.ranks.split(",") if n]
