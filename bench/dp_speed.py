@@ -214,10 +214,11 @@ def run_ours(args, model, ranks, keep_dir):
     return rec
 
 
-# OpenBLAS settings that an environment may carry and that pin its blocking and kernels:
-# a machine that exports OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 on an AVX-512 CPU
-# (seen here, 2026-12-02) runs every contender's GEMMs 1.5x slower than OpenBLAS's own
-# choice (Cooperlake). Both sides of a benchmark get the same setting either way.
+# OpenBLAS settings that an environment may carry and that pin its kernels and blocking. A
+# machine seen here (2026-12-02) exports OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 on
+# an AVX-512 CPU that OpenBLAS takes for Cooperlake: the mlp's step at batch 64 took 6.25 ms
+# with both, 3.8-4.0 ms with the L2 pin alone or neither (within noise of each other),
+# bench/results/openblas-env-pins-2026-12-02.txt. Every contender gets the same setting.
 OPENBLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 

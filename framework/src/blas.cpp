@@ -107,7 +107,17 @@ std::string core_report() {
     report += std::string(" (OPENBLAS_CORETYPE set by ringtrain: OpenBLAS took this CPU for ") +
               fallback + "; RINGTRAIN_BLAS_CORETYPE=keep turns this off)";
   else if (const std::string better = better_core_type(); !better.empty())
-    report += " (slow: this CPU supports " + better + "; set OPENBLAS_CORETYPE=" + better + ")";
+    report +=
+        std::getenv("OPENBLAS_CORETYPE")
+            ? " (slow: this CPU supports " + better +
+                  "; OPENBLAS_CORETYPE=" + std::getenv("OPENBLAS_CORETYPE") +
+                  " in the environment chose these: unset it, or set it to " + better + ")"
+            : " (slow: this CPU supports " + better + "; set OPENBLAS_CORETYPE=" + better + ")";
+  // OpenBLAS sizes some blocks from this: worth a line when a machine pins it (one seen here
+  // exports OPENBLAS_L2_SIZE=512; its effect on the mlp's step was within noise,
+  // bench/results/openblas-env-pins-2026-12-02.txt).
+  if (const char* l2 = std::getenv("OPENBLAS_L2_SIZE"))
+    report += std::string("; OPENBLAS_L2_SIZE=") + l2 + " in the environment";
   const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");
   if (std::getenv(kTimeoutMarker) && timeout)
     report += std::string("; idle OpenBLAS threads sleep: OPENBLAS_THREAD_TIMEOUT=") + timeout;
