@@ -106,13 +106,14 @@ std::string core_report() {
   if (const char* fallback = std::getenv(kChosenMarker))
     report += std::string(" (OPENBLAS_CORETYPE set by ringtrain: OpenBLAS took this CPU for ") +
               fallback + "; RINGTRAIN_BLAS_CORETYPE=keep turns this off)";
-  else if (const std::string better = better_core_type(); !better.empty())
-    report +=
-        std::getenv("OPENBLAS_CORETYPE")
-            ? " (slow: this CPU supports " + better +
-                  "; OPENBLAS_CORETYPE=" + std::getenv("OPENBLAS_CORETYPE") +
-                  " in the environment chose these: unset it, or set it to " + better + ")"
-            : " (slow: this CPU supports " + better + "; set OPENBLAS_CORETYPE=" + better + ")";
+  else if (const std::string better = better_core_type(); !better.empty()) {
+    report += " (slow: this CPU supports " + better;
+    if (const char* pinned = std::getenv("OPENBLAS_CORETYPE"))
+      report += std::string("; OPENBLAS_CORETYPE=") + pinned +
+                " in the environment chose these: unset it, or set it to " + better + ")";
+    else
+      report += "; set OPENBLAS_CORETYPE=" + better + ")";
+  }
   // OpenBLAS sizes some blocks from this: worth a line when a machine pins it (one seen here
   // exports OPENBLAS_L2_SIZE=512; its effect on the mlp's step was within noise,
   // bench/results/openblas-env-pins-2026-12-02.txt).
