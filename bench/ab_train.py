@@ -14,8 +14,10 @@ compute_s and comm_s of rank 0.
 
   /usr/bin/python3 bench/ab_train.py --a /tmp/ringtrain-old --b build/ringtrain [--rounds 10]
       [--ranks 2] [--flags "--model mlp --steps 400 --log-every 50 --zero 1 --overlap off"]
+      [--a-flags "--gemm openblas" --b-flags "--gemm own"]
 
-Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebuilding B.
+--a-flags and --b-flags are added to one side's command only: with --a and --b the same
+build, they compare two settings of one build. Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebuilding B.
 A benchmark program, not a test: every figure comes from this invocation.
 """
 import argparse
@@ -38,6 +40,8 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--flags", default="--model mlp --steps 400 --log-every 50")
+    ap.add_argument("--a-flags", default="", help="flags for A's runs only")
+    ap.add_argument("--b-flags", default="", help="flags for B's runs only")
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
     ap.add_argument("--timeout", type=float, default=300)
     dp_speed.add_openblas_env_arg(ap)
@@ -50,10 +54,10 @@ def parse_args():
     return args
 
 
-def run(args, build, run_dir):
+def run(args, build, side_flags, run_dir):
     command = [args.mpiexec, "-n", str(args.ranks), build, "train", "--no-eval", "--quiet",
                "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
-               "--run-dir", run_dir] + shlex.split(args.flags)
+               "--run-dir", run_dir] + shlex.split(args.flags) + shlex.split(side_flags)
     try:
         _, records = dp_speed.run_ringtrain(args, command, run_dir)
     except (RuntimeError, OSError) as error:
@@ -69,7 +73,8 @@ def run(args, build, run_dir):
 def main():
     args = parse_args()
     dp_speed.unpin_openblas_env(args)
-    print("ab_train: A %s, B %s, N=%d, flags %s" % (args.a, args.b, args.ranks, args.flags))
+    print("ab_train: A %s %s, B %s %s, N=%d, flags %s"
+          % (args.a, args.a_flags, args.b, args.b_flags, args.ranks, args.flags))
     ratios = {"samples_per_s": [], "compute_s": [], "comm_s": []}
     rates = {"A": [], "B": []}
     work = tempfile.mkdtemp(prefix="ab_train-")
@@ -78,7 +83,8 @@ def main():
             result = {}
             for side in ("A", "B") if r % 2 else ("B", "A"):
                 run_dir = os.path.join(work, "%s-%d" % (side, r))
-                result[side] = run(args, args.a if side == "A" else args.b, run_dir)
+                result[side] = run(args, args.a if side == "A" else args.b,
+                                   args.a_flags if side == "A" else args.b_flags, run_dir)
                 shutil.rmtree(run_dir, ignore_errors=True)
                 m = result[side]
                 print("  round %2d %s  %8.0f samples/s  compute %6.2f ms  comm %6.2f ms"

@@ -76,6 +76,11 @@ void add_train(CLI::App& app, Runner& run) {
       ->add_option("--blas-threads", c.blas_threads,
                    "OpenBLAS threads per rank (0: cores per node / ranks per node)")
       ->capture_default_str();
+  train
+      ->add_option("--gemm", c.gemm,
+                   "auto | openblas | own: who runs the Linear layers' products (own: "
+                   "ringtrain's AVX-512 kernels; auto: own on Intel CPUs with AVX-512)")
+      ->capture_default_str();
   train->add_option("--collective", c.collective, "ring | mpi: our ring or MPI_Allreduce")
       ->capture_default_str();
   train

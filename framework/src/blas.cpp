@@ -2,18 +2,53 @@
 #include "ringtrain/framework/blas.hpp"
 
 #include <cblas.h>
+#include <cpuid.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/gemm_avx512.hpp"
 
 namespace ringtrain::blas {
+
+namespace {
+
+// The choice of kernels; written once at start-up (set_kernels), read by every product.
+std::atomic<Kernels> g_kernels{Kernels::kOpenBlas};
+
+// Scratch of the own kernels, per calling thread (Conv2d's parts call gemm concurrently).
+struct OwnScratch {
+  std::vector<float> a_pack, b_pack, tile;
+};
+thread_local OwnScratch own_scratch;
+
+}  // namespace
 
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
+  if (g_kernels.load(std::memory_order_relaxed) == Kernels::kOwn && alpha == 1.0f &&
+      (beta == 0.0f || beta == 1.0f) && openblas_get_num_threads() == 1) {
+    if (own_kernels_take(trans_a, trans_b, m, n, k)) {
+      using avx512::Op;
+      const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
+      const avx512::WorkspaceSize size = avx512::workspace_size(op, m, n, k);
+      OwnScratch& s = own_scratch;
+      if (s.a_pack.size() < size.a_pack) s.a_pack.resize(size.a_pack);
+      if (s.b_pack.size() < size.b_pack) s.b_pack.resize(size.b_pack);
+      if (s.tile.size() < size.tile) s.tile.resize(size.tile);
+      avx512::gemm(op, m, n, k, a, b, c, beta == 1.0f,
+                   {s.a_pack.data(), s.b_pack.data(), s.tile.data()});
+      return;
+    }
+  }
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
@@ -21,8 +56,12 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
               lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, beta, c, n);
 }
 
-void set_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
-int threads() { return openblas_get_num_threads(); }
+void set_threads(int threads) {
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+int threads() {
+  return openblas_get_num_threads();
+}
 
 ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()) {
   if (threads != previous_) set_threads(threads);
@@ -30,7 +69,74 @@ ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()
 ScopedThreads::~ScopedThreads() {
   if (openblas_get_num_threads() != previous_) set_threads(previous_);
 }
-std::string config() { return openblas_get_config(); }
+std::string config() {
+  return openblas_get_config();
+}
+
+// The products bench_gemm measured faster on the own kernels: a Linear layer's y = x·Wᵀ
+// (A·Bᵀ), dx = dy·W (A·B) and dW = dyᵀ·x (Aᵀ·B), where the batch (m, m and k) has >= 48
+// samples and the feature sizes are >= 64. Winograd's products (32 channels) and the
+// small-channel convolutions stay with OpenBLAS, which was faster there.
+bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
+  constexpr int kMinBatch = 48, kMinFeatures = 64;
+  if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
+  if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
+    return k >= kMinBatch && m >= kMinFeatures && n >= kMinFeatures;
+  return m >= kMinBatch && n >= kMinFeatures && k >= kMinFeatures;
+}
+
+namespace {
+
+constexpr unsigned kZen5Family = 0x1A;
+
+// The CPU family as AMD counts it (base family + extended family), 0 if cpuid says nothing.
+unsigned amd_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+}
+
+}  // namespace
+
+bool own_kernels_supported() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+Kernels resolve_kernels(const std::string& name) {
+  if (name == "openblas") return Kernels::kOpenBlas;
+  if (name == "own") {
+    if (!own_kernels_supported())
+      throw UsageError(
+          "--gemm own needs a CPU with AVX-512F; this one has none: use --gemm openblas");
+    return Kernels::kOwn;
+  }
+  if (name == "auto") {
+    if (!own_kernels_supported()) return Kernels::kOpenBlas;
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel")) return Kernels::kOwn;
+    return __builtin_cpu_is("amd") && amd_family() >= kZen5Family ? Kernels::kOwn
+                                                                  : Kernels::kOpenBlas;
+  }
+  throw UsageError("--gemm must be auto, openblas or own, got '" + name + "'");
+}
+
+void set_kernels(Kernels kernels) {
+  if (kernels == Kernels::kOwn && !own_kernels_supported())
+    throw UsageError("ringtrain's own GEMM kernels need a CPU with AVX-512F");
+  g_kernels.store(kernels, std::memory_order_relaxed);
+}
+
+Kernels kernels() {
+  return g_kernels.load(std::memory_order_relaxed);
+}
+
+std::string kernels_report() {
+  if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS";
+  return "products: ringtrain's AVX-512 kernels for Linear layers (48+ samples per rank, "
+         "one BLAS thread), OpenBLAS for the rest";
+}
 
 namespace {
 

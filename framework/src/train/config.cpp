@@ -89,6 +89,7 @@ void TrainConfig::validate(int world_size) const {
           fmt::format("--blas-threads {} must be >= 0 (0: automatic)", blas_threads));
   require_one_of(sync_bn, {"auto", "on", "off"}, "--sync-bn");
   require_one_of(conv_algorithm, {"auto", "im2col", "winograd"}, "--conv-algorithm");
+  require_one_of(gemm, {"auto", "openblas", "own"}, "--gemm");
   require_one_of(collective, {"ring", "mpi"}, "--collective");
   require_one_of(overlap, {"on", "off"}, "--overlap");
   require_one_of(progress, {"layers", "thread"}, "--progress");
@@ -174,6 +175,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"reduction", reduction},
           {"sync-bn", sync_bn},
           {"blas-threads", blas_threads},
+          {"gemm", gemm},
           {"collective", collective},
           {"bucket-bytes", bucket_bytes},
           {"overlap", overlap},

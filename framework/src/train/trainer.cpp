@@ -141,6 +141,7 @@ TrainResults Trainer::run() {
                           ? config_.blas_threads
                           : std::max(1, cores / std::max(1, comm_.ranks_per_node()));
   blas::set_threads(threads);
+  blas::set_kernels(blas::resolve_kernels(config_.gemm));
 
   // --- data ---
   const std::string data_dir =
@@ -260,6 +261,7 @@ TrainResults Trainer::run() {
                                                                   : "global (one process)")}};
     manifest["blas_threads"] = threads;
     manifest["blas_kernels"] = blas::core_report();
+    manifest["gemm"] = blas::kernels_report();
     manifest["cores_per_node"] = cores;
     manifest["ranks_per_node"] = comm_.ranks_per_node();
     manifest["optimizer"] = optimizer->describe();
@@ -328,6 +330,7 @@ TrainResults Trainer::run() {
         "ringtrain: {} on {} rank(s), {} BLAS thread(s) per rank ({} cores, {} ranks on this node)",
         config_.model, world, threads, cores, comm_.ranks_per_node()));
     say("  " + blas::core_report());
+    say("  " + blas::kernels_report());
     say(fmt::format("  data {}: {} train / {} test samples", data_dir, train.size(), test.size()));
     say(fmt::format("  global batch {} = local batches {}", global_batch,
                     fmt::join(local_batches, "+")));

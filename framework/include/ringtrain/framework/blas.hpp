@@ -15,6 +15,31 @@ enum class Trans { kNo, kYes };
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c);
 
+// Which code runs the products. kOwn: ringtrain's AVX-512 kernels (gemm_avx512.cpp) for the
+// products they were measured faster on, a Linear layer's three products at 48 or more
+// samples per rank with both feature sizes >= 64; everything else, and every product while a
+// rank has more than one BLAS thread, still goes to OpenBLAS. The choice decides the bits of
+// every result (another summation order), so runs compare bitwise only with the same choice.
+enum class Kernels { kOpenBlas, kOwn };
+// True on a CPU with AVX-512F.
+bool own_kernels_supported();
+// "auto" | "openblas" | "own" -> the choice for this CPU. auto is kOwn where bench_gemm
+// measured the products it takes faster than OpenBLAS 0.3.21's best kernels
+// (bench/README-gemm.md): an Intel CPU with AVX-512F (Xeon Ice Lake-SP: 1.03-1.45x at 64
+// samples, 0.99-1.13x at 128) and AMD Zen 5, family 0x1A (EPYC: 0.99-1.25x at 64, 0.97-1.07x
+// at 128, against OpenBLAS's Cooperlake kernels); kOpenBlas elsewhere, Zen 4 included (it
+// runs 512-bit FMAs as two halves; not measured). Throws UsageError for another name, or
+// "own" on a CPU without AVX-512F.
+Kernels resolve_kernels(const std::string& name);
+// Process-wide, like the thread count: set once at start-up, before any product runs.
+void set_kernels(Kernels kernels);
+Kernels kernels();
+// One line for start-up banners and the manifest.
+std::string kernels_report();
+// True if this product (alpha = 1, beta 0 or 1) runs on the own kernels under kOwn with one
+// BLAS thread: the rule above, by shape alone.
+bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k);
+
 // Threads OpenBLAS may use in this process (DESIGN §4: cores per node / ranks per node).
 void set_threads(int threads);
 int threads();

@@ -48,6 +48,7 @@ struct TrainConfig {
   std::string reduction = "sum-scaled";  // sum-scaled | mean-of-means (wrong, for teaching)
   std::string sync_bn = "auto";          // auto | on | off
   int blas_threads = 0;                  // 0: cores per node / ranks per node
+  std::string gemm = "auto";             // auto | openblas | own (blas.hpp: Kernels)
   std::string collective = "ring";       // ring | mpi
 
   // overlap of the gradient sum with backward (gradient_reducer.hpp)

@@ -1,0 +1,135 @@
+// bench_gemm: ringtrain's own AVX-512 products against OpenBLAS on the products of the
+// models' Linear layers, one thread, the same inputs, in the same run.
+//
+// For each product of a training step (forward y = x·Wᵀ, dx = dy·W, dW = dyᵀ·x) of the mlp
+// (784-1024-1024-10) and of the cnn's big layer (3136 -> 1024), at the samples per rank
+// given (default 64 and 128), each round times `calls` products with OpenBLAS and then with
+// the own kernels (the order alternates from round to round); the table prints GFLOP/s of
+// the median round and the median over rounds of the per-round ratio OpenBLAS time / own
+// time, with its min-max. Products the own kernels do not take (blas.hpp: Kernels) are
+// listed as such: both columns are then OpenBLAS.
+//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/random.hpp"
+
+namespace {
+
+using namespace ringtrain;
+using blas::Trans;
+
+struct Product {
+  std::string name;
+  Trans ta, tb;
+  int m, n, k;
+};
+
+// The three products of Linear(in -> out) at `samples` samples (linear.cpp).
+std::vector<Product> linear_products(const std::string& layer, int in, int out, int samples,
+                                     bool first_layer) {
+  std::vector<Product> p = {
+      {layer + " y=x·Wᵀ", Trans::kNo, Trans::kYes, samples, out, in},
+      {layer + " dW=dyᵀ·x", Trans::kYes, Trans::kNo, out, in, samples},
+  };
+  if (!first_layer) p.push_back({layer + " dx=dy·W", Trans::kNo, Trans::kNo, samples, in, out});
+  return p;
+}
+
+std::vector<float> random_values(std::size_t count, std::uint64_t stream) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i)
+    v[i] = random::uniform01(random::hash({stream, i})) - 0.5f;
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  blas::reexec_with_better_core(argv);
+  CLI::App app{"ringtrain's own AVX-512 products against OpenBLAS, one thread"};
+  std::vector<int> samples_list = {64, 128};
+  int rounds = 15, calls = 20;
+  app.add_option("--samples", samples_list, "samples per rank")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--rounds", rounds)->capture_default_str();
+  app.add_option("--calls", calls, "products per timed round")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (!blas::own_kernels_supported()) {
+    std::printf("bench_gemm: this CPU has no AVX-512F; ringtrain's own kernels cannot run\n");
+    return 77;
+  }
+  if (rounds < 1 || calls < 1) {
+    std::fprintf(stderr, "bench_gemm: --rounds and --calls must be >= 1\n");
+    return 2;
+  }
+  blas::set_threads(1);
+  std::printf("bench_gemm: %s; one thread; %d rounds of %d products per side, order alternating\n",
+              blas::core_report().c_str(), rounds, calls);
+  std::printf("%-24s %5s %5s %5s  %9s %9s  %s\n", "product", "m", "n", "k", "OpenBLAS", "own",
+              "OpenBLAS/own time [min-max], GFLOP/s of the median round");
+
+  std::vector<double> all_ratios;
+  for (int samples : samples_list) {
+    std::vector<Product> products;
+    for (auto& p : linear_products("mlp.0 784>1024", 784, 1024, samples, true))
+      products.push_back(p);
+    for (auto& p : linear_products("mlp.2 1024>1024", 1024, 1024, samples, false))
+      products.push_back(p);
+    for (auto& p : linear_products("mlp.4 1024>10", 1024, 10, samples, false))
+      products.push_back(p);
+    for (auto& p : linear_products("cnn.7 3136>1024", 3136, 1024, samples, false))
+      products.push_back(p);
+    for (const Product& p : products) {
+      const std::vector<float> a = random_values(std::size_t(p.m) * p.k, 1);
+      const std::vector<float> b = random_values(std::size_t(p.k) * p.n, 2);
+      std::vector<float> c(std::size_t(p.m) * p.n);
+      auto timed = [&](blas::Kernels kernels) {
+        blas::set_kernels(kernels);
+        blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());  // warm
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i)
+          blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+      };
+      std::vector<double> t_openblas, t_own, ratio;
+      for (int r = 0; r < rounds; ++r) {
+        double to = 0, tw = 0;
+        if (r % 2 == 0) {
+          to = timed(blas::Kernels::kOpenBlas);
+          tw = timed(blas::Kernels::kOwn);
+        } else {
+          tw = timed(blas::Kernels::kOwn);
+          to = timed(blas::Kernels::kOpenBlas);
+        }
+        t_openblas.push_back(to);
+        t_own.push_back(tw);
+        ratio.push_back(to / tw);
+      }
+      const double flops = 2.0 * p.m * p.n * p.k;
+      const bool taken = blas::own_kernels_take(p.ta, p.tb, p.m, p.n, p.k);
+      std::printf("%-24s %5d %5d %5d  %9.1f %9.1f  %5.2fx [%4.2f-%4.2f]%s\n", p.name.c_str(), p.m,
+                  p.n, p.k, flops / median(t_openblas) / 1e9, flops / median(t_own) / 1e9,
+                  median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+                  *std::max_element(ratio.begin(), ratio.end()),
+                  taken ? "" : "  (not taken: OpenBLAS on both sides)");
+      if (taken) all_ratios.push_back(median(ratio));
+    }
+  }
+  if (!all_ratios.empty())
+    std::printf("median over the products the own kernels take: %.2fx (min %.2fx, max %.2fx)\n",
+                median(all_ratios), *std::min_element(all_ratios.begin(), all_ratios.end()),
+                *std::max_element(all_ratios.begin(), all_ratios.end()));
+  return 0;
+}

@@ -1,0 +1,35 @@
+// ringtrain's own AVX-512 sgemm (gemm_avx512.cpp explains why and how). Layers reach it only
+// through blas::gemm (blas.hpp: Kernels), which calls it on a CPU with AVX-512F, on one
+// thread per call, for alpha = 1 and beta in {0, 1}. Exposed here for its tests
+// (tests/framework/test_gemm.cpp) and bench_gemm. Calling it on a CPU without AVX-512F
+// is an illegal instruction: check blas::own_kernels_supported() first.
+#pragma once
+
+#include <cstddef>
+
+namespace ringtrain::blas::avx512 {
+
+// Row-major throughout; C is (m x n) with leading dimension n.
+enum class Op {
+  kAB,   // C = A · B    A (m x k), B (k x n)
+  kAtB,  // C = Aᵀ · B   A stored (k x m), B (k x n)
+  kABt,  // C = A · Bᵀ   A (m x k), B stored (n x k)
+};
+
+// Scratch the caller provides (floats), at least workspace_size() of each.
+struct Workspace {
+  float* a_pack;
+  float* b_pack;
+  float* tile;
+};
+struct WorkspaceSize {
+  std::size_t a_pack, b_pack, tile;
+};
+WorkspaceSize workspace_size(Op op, int m, int n, int k);
+
+// C = op(A, B), plus C if accumulate. m, n, k > 0. Deterministic: each element of C is summed
+// over k in the same order whatever the other sizes (k in blocks of 64 or 128, in order).
+void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
+          const Workspace& ws);
+
+}  // namespace ringtrain::blas::avx512
