@@ -4,12 +4,10 @@
 // and column blocks (1056). Then the routing in blas::gemm (which products go to the own
 // kernels), and a Linear layer's gradients through them.
 //
-// Its own main: on a CPU without AVX-512F nothing here can run, and the binary exits 77,
-// which ctest reports as skipped (not as passed).
-#define CATCH_CONFIG_RUNNER
+// Its own main (gemm_main.cpp): on a CPU without AVX-512F nothing here can run, and the
+// binary exits 77, which ctest reports as skipped (not as passed).
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -219,12 +217,4 @@ TEST_CASE("Linear gradients through the own kernels match finite differences", "
     INFO(c.what << ": " << c.checked << " coordinates, norm error " << c.norm_error);
     CHECK(c.passes(1e-3));
   }
-}
-
-int main(int argc, char* argv[]) {
-  if (!blas::own_kernels_supported()) {
-    std::printf("this CPU has no AVX-512F: ringtrain's own kernels cannot run here (skipped)\n");
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
 }
