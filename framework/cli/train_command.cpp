@@ -79,7 +79,7 @@ void add_train(CLI::App& app, Runner& run) {
   train
       ->add_option("--gemm", c.gemm,
                    "auto | openblas | own: who runs the Linear layers' products (own: "
-                   "ringtrain's AVX-512 kernels; auto: own on Intel CPUs with AVX-512)")
+                   "ringtrain's AVX-512 kernels; auto: own on Intel AVX-512 and AMD Zen 5)")
       ->capture_default_str();
   train->add_option("--collective", c.collective, "ring | mpi: our ring or MPI_Allreduce")
       ->capture_default_str();
