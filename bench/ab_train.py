@@ -16,11 +16,17 @@ compute_s and comm_s of rank 0.
       [--ranks 2] [--flags "--model mlp --steps 400 --log-every 50 --zero 1 --overlap off"]
       [--a-flags "--gemm openblas" --b-flags "--gemm own"]
 
+--spans also records trace.json for every step and compares, span by span (forward and
+backward of each layer, optimizer, waits), rank 0's main-thread time per step: a change to
+one layer's kernels shows there even when the whole step's samples/s drowns it in drift.
+
 --a-flags and --b-flags are added to one side's command only: with --a and --b the same
 build, they compare two settings of one build. Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebuilding B.
 A benchmark program, not a test: every figure comes from this invocation.
 """
 import argparse
+import collections
+import json
 import os
 import shlex
 import shutil
@@ -44,6 +50,8 @@ def parse_args():
     ap.add_argument("--b-flags", default="", help="flags for B's runs only")
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--spans", action="store_true",
+                    help="compare trace.json spans (rank 0, main thread, per step) too")
     dp_speed.add_openblas_env_arg(ap)
     args = ap.parse_args()
     for name in (args.a, args.b):
@@ -58,6 +66,8 @@ def run(args, build, side_flags, run_dir):
     command = [args.mpiexec, "-n", str(args.ranks), build, "train", "--no-eval", "--quiet",
                "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
                "--run-dir", run_dir] + shlex.split(args.flags) + shlex.split(side_flags)
+    if args.spans:
+        command += ["--trace-steps", "1000000"]
     try:
         _, records = dp_speed.run_ringtrain(args, command, run_dir)
     except (RuntimeError, OSError) as error:
@@ -66,8 +76,27 @@ def run(args, build, side_flags, run_dir):
     if not windows:
         sys.exit("ab_train: %s logged fewer than two windows; raise --steps or lower "
                  "--log-every" % build)
-    return {key: statistics.median(w.get(key, 0.0) for w in windows)
-            for key in ("samples_per_s", "compute_s", "comm_s")}
+    result = {key: statistics.median(w.get(key, 0.0) for w in windows)
+              for key in ("samples_per_s", "compute_s", "comm_s")}
+    if args.spans:
+        result["spans"] = span_times(os.path.join(run_dir, "trace.json"))
+    return result
+
+
+def span_times(path):
+    """Seconds per step of each span name on rank 0's main thread (pid 0, tid 0)."""
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    total = collections.defaultdict(float)
+    steps = set()
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") == 0 and e.get("tid") == 0:
+            total[e["name"]] += e["dur"] * 1e-6
+            if "step" in e.get("args", {}):
+                steps.add(e["args"]["step"])
+    n = max(len(steps), 1)
+    return {name: t / n for name, t in total.items()}
 
 
 def main():
@@ -76,6 +105,7 @@ def main():
     print("ab_train: A %s %s, B %s %s, N=%d, flags %s"
           % (args.a, args.a_flags, args.b, args.b_flags, args.ranks, args.flags))
     ratios = {"samples_per_s": [], "compute_s": [], "comm_s": []}
+    spans = {"A": collections.defaultdict(list), "B": collections.defaultdict(list)}
     rates = {"A": [], "B": []}
     work = tempfile.mkdtemp(prefix="ab_train-")
     try:
@@ -95,6 +125,8 @@ def main():
                     ratios[key].append(result["B"][key] / result["A"][key])
             for side in rates:
                 rates[side].append(result[side]["samples_per_s"])
+                for name, t in result[side].get("spans", {}).items():
+                    spans[side][name].append(t)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("samples/s: A %.0f, B %.0f (medians over rounds)"
@@ -105,6 +137,15 @@ def main():
         if values:
             print("B / A %-9s median %.3f  per round %s"
                   % (label, statistics.median(values), " ".join("%.2f" % v for v in values)))
+    if args.spans:
+        print("spans, rank 0 main thread, ms per step (median over rounds), largest first:")
+        names = sorted(spans["A"], key=lambda k: -statistics.median(spans["A"][k]))
+        for name in names:
+            a = statistics.median(spans["A"][name])
+            if name not in spans["B"] or a < 1e-5:
+                continue
+            b = statistics.median(spans["B"][name])
+            print("  %-32s A %7.3f  B %7.3f  B/A %.2f" % (name, a * 1e3, b * 1e3, b / a))
 
 
 if __name__ == "__main__":

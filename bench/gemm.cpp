@@ -8,7 +8,12 @@
 // the median round and the median over rounds of the per-round ratio OpenBLAS time / own
 // time, with its min-max. Products the own kernels do not take (blas.hpp: Kernels) are
 // listed as such: both columns are then OpenBLAS.
-//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20]
+//
+// --cold evicts the caches before every product (it writes a 64 MiB buffer, twice the L3 of
+// the machines measured here) and times the product alone: in a training step the weights,
+// gradients and activations of one layer have left the caches by the time the layer runs
+// again, so the warm figures flatter both sides.
+//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20] [--cold]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -60,11 +65,13 @@ int main(int argc, char** argv) {
   CLI::App app{"ringtrain's own AVX-512 products against OpenBLAS, one thread"};
   std::vector<int> samples_list = {64, 128};
   int rounds = 15, calls = 20;
+  bool cold = false;
   app.add_option("--samples", samples_list, "samples per rank")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--rounds", rounds)->capture_default_str();
   app.add_option("--calls", calls, "products per timed round")->capture_default_str();
+  app.add_flag("--cold", cold, "evict the caches before every product (64 MiB written)");
   CLI11_PARSE(app, argc, argv);
   if (!blas::own_kernels_supported()) {
     std::printf("bench_gemm: this CPU has no AVX-512F; ringtrain's own kernels cannot run\n");
@@ -75,8 +82,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   blas::set_threads(1);
-  std::printf("bench_gemm: %s; one thread; %d rounds of %d products per side, order alternating\n",
-              blas::core_report().c_str(), rounds, calls);
+  std::printf(
+      "bench_gemm: %s; one thread; %d rounds of %d products per side, order alternating; %s\n",
+      blas::core_report().c_str(), rounds, calls,
+      cold ? "caches evicted before every product (--cold)" : "warm caches");
+  std::vector<float> evict(cold ? std::size_t{16} << 20 : 0);
   std::printf("%-24s %5s %5s %5s  %9s %9s  %s\n", "product", "m", "n", "k", "OpenBLAS", "own",
               "OpenBLAS/own time [min-max], GFLOP/s of the median round");
 
@@ -98,10 +108,14 @@ int main(int argc, char** argv) {
       auto timed = [&](blas::Kernels kernels) {
         blas::set_kernels(kernels);
         blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());  // warm
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < calls; ++i)
+        double total = 0.0;
+        for (int i = 0; i < calls; ++i) {
+          for (float& v : evict) v += 1.0f;
+          const auto t0 = std::chrono::steady_clock::now();
           blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+          total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        return total / calls;
       };
       std::vector<double> t_openblas, t_own, ratio;
       for (int r = 0; r < rounds; ++r) {

@@ -73,15 +73,19 @@ std::string config() {
   return openblas_get_config();
 }
 
-// The products bench_gemm measured faster on the own kernels: a Linear layer's y = x·Wᵀ
-// (A·Bᵀ), dx = dy·W (A·B) and dW = dyᵀ·x (Aᵀ·B), where the batch (m, m and k) has >= 48
-// samples and the feature sizes are >= 64. Winograd's products (32 channels) and the
+// The products measured faster on the own kernels: a Linear layer's y = x·Wᵀ (A·Bᵀ) and
+// dW = dyᵀ·x (Aᵀ·B), where the batch (m and k) has >= 48 samples and the feature sizes are
+// >= 64. dx = dy·W (A·B) stays with OpenBLAS: bench_gemm (warm caches) had the own A·B ahead
+// by 1.0-1.2x, but in training, where W has left the caches since the forward, it made the
+// backward of mlp.2 slower (ab_train.py --spans, EPYC Zen 5, 2026-12-03: 0.93x the time with
+// OpenBLAS's dx; bench_gemm --cold agrees, 0.84x). Winograd's products (32 channels) and the
 // small-channel convolutions stay with OpenBLAS, which was faster there.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
   constexpr int kMinBatch = 48, kMinFeatures = 64;
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
   if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
     return k >= kMinBatch && m >= kMinFeatures && n >= kMinFeatures;
+  if (trans_b == Trans::kNo) return false;  // A·B
   return m >= kMinBatch && n >= kMinFeatures && k >= kMinFeatures;
 }
 
@@ -134,8 +138,8 @@ Kernels kernels() {
 
 std::string kernels_report() {
   if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS";
-  return "products: ringtrain's AVX-512 kernels for Linear layers (48+ samples per rank, "
-         "one BLAS thread), OpenBLAS for the rest";
+  return "products: ringtrain's AVX-512 kernels for Linear layers' y = x·Wᵀ and dW = dyᵀ·x "
+         "(48+ samples per rank, one BLAS thread), OpenBLAS for the rest";
 }
 
 namespace {

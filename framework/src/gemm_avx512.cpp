@@ -11,13 +11,14 @@
 // scalars of A:   acc[r][q] += A(r, k) · B(k, 16q .. 16q+15)
 //
 // Two drivers:
-// * packed (C = A·B and C = Aᵀ·B: a layer's dx = dy·W and dW = dyᵀ·x): GotoBLAS blocking.
+// * packed (C = A·B and C = Aᵀ·B: a layer's dx = dy·W and dW = dyᵀ·x; blas.cpp routes only
+//   Aᵀ·B here, see own_kernels_take): GotoBLAS blocking.
 //   B is copied in blocks of KC x NC into NR-wide panels that stay in L1/L2, A in MR-wide
 //   panels; 8 x 48 tiles (24 accumulators), which split a 64-sample batch without waste.
 // * unpacked-weights (C = A·Bᵀ: the forward y = x·Wᵀ): computed as Cᵀ = B·Aᵀ, so the weight
-//   rows are the broadcast side, read straight from W (6 rows at a time, each element once),
-//   and only the small activation matrix is packed (k x 64, transposed). Tiles of 6 x 64 go
-//   to a scratch tile that is written back transposed.
+//   rows are the broadcast side, read straight from W (6 rows at a time, each element once,
+//   the next 6 prefetched), and only the small activation matrix is packed (k x 64,
+//   transposed). Tiles of 6 x 64 go to a scratch tile that is written back transposed.
 //
 // Everything here has internal linkage and instantiates no library template, so no
 // AVX-512 instruction can leak into code that runs on other CPUs (see blas.cpp).
@@ -41,14 +42,15 @@ RT_AVX512 inline __mmask16 lanes(int cols) {
 
 // acc[r][q] = Σ_k a(r, k) · bp[k·16·NV + 16·q ..]: the register tile both micro-kernels
 // share; a(r, k) reads the left operand where its kernel keeps it (packed or in place).
-template <int MR, int NV, class LeftElement>
-RT_AVX512 inline void tile_product(int K, LeftElement a, const float* bp,
-                                   __m512 (&acc)[MR][NV]) {
+template <int MR, int NV, class LeftElement, class Prefetch>
+RT_AVX512 inline void tile_product(int K, LeftElement a, const float* bp, __m512 (&acc)[MR][NV],
+                                   Prefetch prefetch) {
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int q = 0; q < NV; ++q) acc[r][q] = _mm512_setzero_ps();
   for (int k = 0; k < K; ++k) {
+    prefetch(k);
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int q = 0; q < NV; ++q) bv[q] = _mm512_loadu_ps(bp + 16 * q);
@@ -68,7 +70,8 @@ template <int MR, int NV>
 RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, long ldc,
                             bool accumulate, int rows, int cols) {
   __m512 acc[MR][NV];
-  tile_product<MR, NV>(K, [ap](int r, int k) { return ap[k * MR + r]; }, bp, acc);
+  tile_product<MR, NV>(
+      K, [ap](int r, int k) { return ap[k * MR + r]; }, bp, acc, [](int) {});
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) break;
@@ -84,8 +87,10 @@ RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, l
 }
 
 constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // packed driver's tile
-// Its blocks: depth kKC (64 for A·B, 128 for Aᵀ·B: measured best, bench_gemm), kMC rows of A,
-// kNC columns of B (a multiple of kNR; one block covers a 1024-wide layer).
+// Its blocks: depth kKC (64 for A·B, 128 for Aᵀ·B: measured best, bench_gemm; for A·B, 128
+// looked faster in bench_gemm --cold but made the backward of mlp.2 in training 20 % slower,
+// timed per layer from trace.json), kMC rows of A, kNC columns of B (a multiple of kNR; one
+// block covers a 1024-wide layer).
 constexpr int kKCMax = 128, kMC = 64, kNC = 22 * kNR;
 
 // A(i, k) = a[i·ars + k·aks], B(k, j) = b[k·ldb + j]; C (m x n, ldc = n).
@@ -142,7 +147,18 @@ template <int MR, int NV>
 RT_AVX512 void micro_rows(int K, const float* w, long ldw, const float* xp, float* d) {
   constexpr int NR = 16 * NV;
   __m512 acc[MR][NV];
-  tile_product<MR, NV>(K, [w, ldw](int r, int k) { return w[r * ldw + k]; }, xp, acc);
+  // The next MR weight rows, a cache line of each per 16 k: each row is a stream of its own,
+  // and the hardware prefetchers start every stream late. (Past the last row this points
+  // beyond W: a prefetch never faults.)
+  const float* next = w + MR * ldw;
+  tile_product<MR, NV>(
+      K, [w, ldw](int r, int k) { return w[r * ldw + k]; }, xp, acc,
+      [next, ldw](int k) {
+        if ((k & 15) == 0)
+#pragma GCC unroll 16
+          for (int r = 0; r < MR; ++r)
+            _mm_prefetch(reinterpret_cast<const char*>(next + r * ldw + k), _MM_HINT_T0);
+      });
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -152,7 +168,11 @@ RT_AVX512 void micro_rows(int K, const float* w, long ldw, const float* xp, floa
     }
 }
 
-constexpr int kRowsMR = 6, kRowsNV = 4, kRowsNR = 16 * kRowsNV, kRowsKC = 128;
+// kRowsKC: a weight row is read whole (up to 4096 deep), as one sequential stream. Blocks of
+// 128 kept the packed activations in L1 but read W as 8 lines per page, which the hardware
+// prefetchers do not follow; with W out of cache (as in training: bench_gemm --cold) the
+// forward of mlp.2 went from 140 to 164 GFLOP/s, and to 177 with the prefetch above.
+constexpr int kRowsMR = 6, kRowsNV = 4, kRowsNR = 16 * kRowsNV, kRowsKC = 4096;
 
 using RowsKernel = void (*)(int, const float*, long, const float*, float*);
 RT_AVX512 RowsKernel rows_kernel(int rows) {
