@@ -26,6 +26,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace ringtrain::blas::avx512 {
 namespace {
 
@@ -68,7 +70,7 @@ RT_AVX512 inline void tile_product(int K, LeftElement a, const float* bp, __m512
 // tile at c (ldc), adding to what is there if accumulate.
 template <int MR, int NV>
 RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, long ldc,
-                            bool accumulate, int rows, int cols) {
+                            bool accumulate, bool stream, int rows, int cols) {
   __m512 acc[MR][NV];
   tile_product<MR, NV>(
       K, [ap](int r, int k) { return ap[k * MR + r]; }, bp, acc, [](int) {});
@@ -81,7 +83,10 @@ RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, l
       const __mmask16 m = lanes(cols - 16 * q);
       __m512 v = acc[r][q];
       if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p));
-      _mm512_mask_storeu_ps(p, m, v);
+      if (stream && m == 0xFFFF && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0)
+        _mm512_stream_ps(p, v);
+      else
+        _mm512_mask_storeu_ps(p, m, v);
     }
   }
 }
@@ -97,6 +102,9 @@ constexpr int kKCMax = 128, kMC = 64, kNC = 22 * kNR;
 RT_AVX512 void gemm_packed(int kKC, int m, int n, int k, const float* a, long ars, long aks,
                            const float* b, long ldb, float* c, bool accumulate,
                            const Workspace& ws) {
+  // C written once (one k block, nothing to add): non-temporal stores, which skip reading the
+  // lines of C before overwriting them (a layer's dW is megabytes, long out of cache).
+  const bool stream = !accumulate && k <= kKC;
   for (int p0 = 0; p0 < k; p0 += kKC) {
     const int kc = min_int(kKC, k - p0);
     const bool add = accumulate || p0 > 0;
@@ -134,11 +142,12 @@ RT_AVX512 void gemm_packed(int kKC, int m, int n, int k, const float* a, long ar
           for (int ir = 0; ir < mc; ir += kMR)
             micro_packed<kMR, kNV>(kc, ws.a_pack + static_cast<long>(ir) * kc,
                                    ws.b_pack + static_cast<long>(jr) * kc,
-                                   c + static_cast<long>(i0 + ir) * n + j0 + jr, n, add,
+                                   c + static_cast<long>(i0 + ir) * n + j0 + jr, n, add, stream,
                                    min_int(kMR, mc - ir), min_int(kNR, nc - jr));
       }
     }
   }
+  if (stream) _mm_sfence();  // order the streamed stores before whatever reads C next
 }
 
 // Unpacked-weights micro-kernel: D[r][0 .. 16·NV) += Σ_k w[r·ldw + k] · xp[k·NR + ..], for
