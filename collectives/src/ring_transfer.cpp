@@ -64,7 +64,11 @@ void RingTransfer::start(const Communicator& comm, std::span<float> data, Collec
   lowest_open_ = first_step_;
   has_reduce_steps_ = which != Collective::kAllGather;
   segment_elements_ = segment_elements(options.segment_bytes);
-  window_ = options.segments_in_flight;
+  // No more receives ahead than a chunk has segments: a larger window would only reserve
+  // scratch that no step can use.
+  window_ = std::min(
+      options.segments_in_flight,
+      std::max<std::size_t>(1, num_segments(chunk_size(data.size(), size_, 0), segment_elements_)));
   counters_ = Counters{};
   events_ = 0;
   sum_not_finite_ = false;

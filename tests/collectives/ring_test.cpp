@@ -6,7 +6,6 @@
 // exact in float (< 2^24). A chunk in the wrong place or a contribution missing or counted
 // twice changes the sum.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -22,7 +21,9 @@ using ringtrain::testing::all_ranks;
 
 namespace {
 
-float input(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 1024 + static_cast<int>(i % 1021)); }
+float input(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * 1024 + static_cast<int>(i % 1021));
+}
 
 float expected_sum(int N, std::size_t i) {
   return static_cast<float>(512 * N * (N + 1) + N * static_cast<int>(i % 1021));
@@ -43,17 +44,24 @@ std::vector<std::size_t> element_counts(int N) {
 }
 
 // Option sets exercised: the default, tiny segments with a short window (many segments per
-// chunk, so pipelining across steps is exercised), one segment in flight, and MPI itself.
+// chunk, so pipelining across steps is exercised), the same with the window training uses
+// when overlap is on (8; wider than the chunk's segments at the small sizes), one segment in
+// flight, and MPI itself.
 std::vector<std::pair<std::string, RingOptions>> option_sets(std::size_t M) {
   RingOptions tiny;
   tiny.segment_bytes = M <= 1000 ? 12 : 4096;
   tiny.segments_in_flight = 2;
+  RingOptions wide = tiny;
+  wide.segments_in_flight = 8;
   RingOptions single;
   single.segment_bytes = M <= 1000 ? 64 : 8192;
   single.segments_in_flight = 1;
   RingOptions mpi;
   mpi.algorithm = Algorithm::kMpi;
-  return {{"default", RingOptions{}}, {"tiny segments", tiny}, {"one in flight", single},
+  return {{"default", RingOptions{}},
+          {"tiny segments", tiny},
+          {"tiny segments, 8 in flight", wide},
+          {"one in flight", single},
           {"MPI", mpi}};
 }
 
@@ -63,7 +71,8 @@ bool same_counters(const Counters& a, const Counters& b) {
 }
 
 bool report(bool ok, const std::string& what) {
-  if (!ok) std::fprintf(stderr, "rank %d: FAILED %s\n", ringtrain::testing::world_rank(), what.c_str());
+  if (!ok)
+    std::fprintf(stderr, "rank %d: FAILED %s\n", ringtrain::testing::world_rank(), what.c_str());
   return ok;
 }
 
@@ -105,8 +114,7 @@ TEST_CASE("allreduce_sum counters: N-1 rounds per phase, 2M(N-1)/N bytes when N 
   std::vector<float> x = inputs(comm.rank(), M);
   const Counters c = allreduce_sum(comm, x);
   const std::size_t bytes = 2 * M * (n - 1) / n * sizeof(float);
-  REQUIRE(all_ranks(c.rounds == 2 * (n - 1) && c.bytes_sent == bytes &&
-                    c.bytes_received == bytes));
+  REQUIRE(all_ranks(c.rounds == 2 * (n - 1) && c.bytes_sent == bytes && c.bytes_received == bytes));
 }
 
 TEST_CASE("reduce_scatter_sum: rank r owns the full sum of chunk r") {
@@ -148,7 +156,8 @@ TEST_CASE("all_gather: rank r contributes chunk r, everyone ends with everything
       const Counters c = all_gather(comm, x, options);
       const std::string what = "all_gather M=" + std::to_string(M) + " " + name;
       for (std::size_t owner = 0; owner < n; ++owner)
-        for (std::size_t i = chunk_begin(M, n, owner); i < chunk_begin(M, n, owner) + chunk_size(M, n, owner); ++i)
+        for (std::size_t i = chunk_begin(M, n, owner);
+             i < chunk_begin(M, n, owner) + chunk_size(M, n, owner); ++i)
           if (x[i] != input(static_cast<int>(owner), i)) {
             ok = report(false, what + " element " + std::to_string(i));
             owner = n;
@@ -191,7 +200,8 @@ TEST_CASE("repeated calls are bitwise identical, and identical on every rank") {
 
   // And it is the sum, to float accuracy (the order differs from MPI's).
   std::vector<float> oracle = original;
-  MPI_Allreduce(MPI_IN_PLACE, oracle.data(), static_cast<int>(M), MPI_FLOAT, MPI_SUM, comm.handle());
+  MPI_Allreduce(MPI_IN_PLACE, oracle.data(), static_cast<int>(M), MPI_FLOAT, MPI_SUM,
+                comm.handle());
   for (std::size_t i = 0; i < M; ++i) ok &= std::abs(first[i] - oracle[i]) <= 1e-5f;
   REQUIRE(all_ranks(ok));
 }
@@ -226,11 +236,27 @@ TEST_CASE("ranks whose sizes disagree all raise the same clear error, and the ri
 
   // The other entry points check too.
   int raised = 0;
-  try { reduce_scatter_sum(comm, x); } catch (const CollectiveError&) { ++raised; }
-  try { all_gather(comm, x); } catch (const CollectiveError&) { ++raised; }
-  try { broadcast(comm, x, 0); } catch (const CollectiveError&) { ++raised; }
+  try {
+    reduce_scatter_sum(comm, x);
+  } catch (const CollectiveError&) {
+    ++raised;
+  }
+  try {
+    all_gather(comm, x);
+  } catch (const CollectiveError&) {
+    ++raised;
+  }
+  try {
+    broadcast(comm, x, 0);
+  } catch (const CollectiveError&) {
+    ++raised;
+  }
   std::vector<double> d(static_cast<std::size_t>(1 + (r == 0)));
-  try { allreduce_sum(comm, std::span<double>(d)); } catch (const CollectiveError&) { ++raised; }
+  try {
+    allreduce_sum(comm, std::span<double>(d));
+  } catch (const CollectiveError&) {
+    ++raised;
+  }
   ok &= report(raised == 4, "not every entry point checked sizes");
 
   // Nothing is left in flight: a correct call afterwards works.
@@ -249,8 +275,8 @@ TEST_CASE("broadcast from every root") {
       for (const auto& [name, options] : option_sets(M)) {
         std::vector<float> x = r == root ? inputs(root, M) : std::vector<float>(M, -7.0f);
         broadcast(comm, x, root, options);
-        ok &= report(x == inputs(root, M), "broadcast root " + std::to_string(root) + " M=" +
-                                               std::to_string(M) + " " + name);
+        ok &= report(x == inputs(root, M), "broadcast root " + std::to_string(root) +
+                                               " M=" + std::to_string(M) + " " + name);
       }
   bool threw = false;
   std::vector<float> x(4);

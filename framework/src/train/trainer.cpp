@@ -206,6 +206,14 @@ TrainResults Trainer::run() {
   reducer_options.overlap = config_.overlap == "on";
   reducer_options.update_per_bucket = config_.bucket_update == "on";
   reducer_options.driver = parse_progress_driver(config_.progress);
+  // Overlap on: a ring moves only when this rank polls, between layers, so each poll should
+  // move as much as it can. With 2 segments (2 MiB) in flight per step, the cnn's 12.8 MB
+  // bucket needed several polls during the convolutions' long backward and its tail stayed
+  // exposed; with 8, overlap_sweep.py measured exposed / comm 16 % -> 11 % (worst rank
+  // 26 % -> 19 %) and the step with overlap from 1.045x to 0.944x the step without
+  // (bench/README-overlap.md, 2026-12-03). Blocking allreduces keep 2: more scratch than that
+  // evicts the data they sum (options.hpp).
+  if (reducer_options.overlap) ring.segments_in_flight = 8;
   reducer_options.ring = ring;
   reducer_options.zero = config_.zero == 1;
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
