@@ -209,10 +209,10 @@ TrainResults Trainer::run() {
   // Overlap on: a ring moves only when this rank polls, between layers, so each poll should
   // move as much as it can. With 2 segments (2 MiB) in flight per step, the cnn's 12.8 MB
   // bucket needed several polls during the convolutions' long backward and its tail stayed
-  // exposed; with 8, overlap_sweep.py measured exposed / comm 16 % -> 11 % (worst rank
-  // 26 % -> 19 %) and the step with overlap from 1.045x to 0.944x the step without
-  // (bench/README-overlap.md, 2026-12-03). Blocking allreduces keep 2: more scratch than that
-  // evicts the data they sum (options.hpp).
+  // exposed; with 8, overlap_sweep.py measured exposed / comm 22 % and 16 % -> 14 % and 11 %
+  // (worst rank 32 % and 26 % -> 19 % and 19 %), two runs each; the step time moved within
+  // the noise (bench/README-overlap.md, 2026-12-03). Blocking allreduces keep 2: more scratch
+  // than that evicts the data they sum (options.hpp).
   if (reducer_options.overlap) ring.segments_in_flight = 8;
   reducer_options.ring = ring;
   reducer_options.zero = config_.zero == 1;
