@@ -90,8 +90,10 @@ void add_train(CLI::App& app, Runner& run) {
       ->capture_default_str();
   train
       ->add_option("--overlap", c.overlap,
-                   "on | off: start a bucket's ring during backward as soon as its gradients are "
-                   "written, or reduce after backward")
+                   "on | off | alternate: start a bucket's ring during backward as soon as its "
+                   "gradients are written, or reduce after backward; alternate: on in even "
+                   "steps, off in odd ones, to measure what overlap buys step by step (the "
+                   "update is bitwise the same)")
       ->capture_default_str();
   train
       ->add_option("--progress", c.progress,

@@ -91,7 +91,7 @@ void TrainConfig::validate(int world_size) const {
   require_one_of(conv_algorithm, {"auto", "im2col", "winograd"}, "--conv-algorithm");
   require_one_of(gemm, {"auto", "openblas", "own"}, "--gemm");
   require_one_of(collective, {"ring", "mpi"}, "--collective");
-  require_one_of(overlap, {"on", "off"}, "--overlap");
+  require_one_of(overlap, {"on", "off", "alternate"}, "--overlap");
   require_one_of(progress, {"layers", "thread"}, "--progress");
   require_one_of(bucket_update, {"on", "off"}, "--bucket-update");
   require(zero == 0 || zero == 1,

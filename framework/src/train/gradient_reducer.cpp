@@ -142,8 +142,20 @@ GradientReducer::~GradientReducer() {
   }
 }
 
-void GradientReducer::begin_step() {
+// The window of segments in flight per ring step. Overlap on: a ring moves only when this
+// rank polls, between layers, so each poll should move as much as it can. With 2 segments
+// (2 MiB) in flight per step, the cnn's 12.8 MB bucket needed several polls during the
+// convolutions' long backward and its tail stayed exposed; with 8, overlap_sweep.py measured
+// exposed / comm 22 % and 16 % -> 14 % and 11 % (worst rank 32 % and 26 % -> 19 % and 19 %),
+// two runs each, the step time within the noise (bench/README-overlap.md, 2026-12-03).
+// Blocking rings keep options.ring.segments_in_flight (2): more scratch than that evicts the
+// data they sum (options.hpp).
+void GradientReducer::begin_step(bool overlap) {
   std::lock_guard lock(mpi_mutex_);  // the thread reads these
+  overlap_ = overlap;
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    rings_[b]->options.segments_in_flight =
+        overlap ? options_.overlap_segments_in_flight : options_.ring.segments_in_flight;
   started_ = completed_ = gathering_ = gathered_ = 0;
   agreement_ = Agreement::kIdle;
   account_ = StepComm{};
@@ -238,7 +250,7 @@ bool GradientReducer::advance_agreement() {
 }
 
 void GradientReducer::layer_done(std::size_t layer) {
-  if (!options_.overlap) return;
+  if (!overlap_) return;
   std::unique_lock lock(mpi_mutex_);
   bool started_any = false;
   while (started_ < buckets_.size() && ready_layer_[started_] >= layer) {
@@ -289,7 +301,7 @@ bool GradientReducer::finish(bool local_ok, const UpdatePiece& update) {
   // With N ranks each rank's ring checks its own chunk of the sum; one rank has no ring.
   local_bad_ = !local_ok || (comm_.size() == 1 && !all_finite(grads_));
 
-  if (!options_.overlap) {
+  if (!overlap_) {
     // Off: every bucket after backward, one after another, then the agreement; all exposed.
     std::lock_guard lock(mpi_mutex_);
     for (std::size_t b = 0; b < B; ++b) {

@@ -203,17 +203,10 @@ TrainResults Trainer::run() {
   ring.algorithm = config_.collective == "mpi" ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
   ReducerOptions reducer_options;
   reducer_options.cap_bytes = bucket_choice.cap_bytes;
-  reducer_options.overlap = config_.overlap == "on";
+  const bool alternate = config_.overlap == "alternate";  // on in even steps, off in odd ones
+  reducer_options.overlap = config_.overlap != "off";
   reducer_options.update_per_bucket = config_.bucket_update == "on";
   reducer_options.driver = parse_progress_driver(config_.progress);
-  // Overlap on: a ring moves only when this rank polls, between layers, so each poll should
-  // move as much as it can. With 2 segments (2 MiB) in flight per step, the cnn's 12.8 MB
-  // bucket needed several polls during the convolutions' long backward and its tail stayed
-  // exposed; with 8, overlap_sweep.py measured exposed / comm 22 % and 16 % -> 14 % and 11 %
-  // (worst rank 32 % and 26 % -> 19 % and 19 %), two runs each; the step time moved within
-  // the noise (bench/README-overlap.md, 2026-12-03). Blocking allreduces keep 2: more scratch
-  // than that evicts the data they sum (options.hpp).
-  if (reducer_options.overlap) ring.segments_in_flight = 8;
   reducer_options.ring = ring;
   reducer_options.zero = config_.zero == 1;
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
@@ -579,7 +572,8 @@ TrainResults Trainer::run() {
     StepTimes times;
     const double t0 = now_s();
     trace.begin_step(step);
-    reducer.begin_step();
+    const bool overlap_step = reducer_options.overlap && !(alternate && step % 2 == 1);
+    reducer.begin_step(overlap_step);
     const bool tracing_step = tracing && trace.recording();
     watchdog.enter("forward/backward", step);
     // 1. this step's global batch and this rank's slice of it
@@ -653,6 +647,7 @@ TrainResults Trainer::run() {
     times.comm_s = sc.comm_s;
     times.exposed_s = sc.exposed_s;
     times.collectives = double(sc.collectives);
+    times.overlap = overlap_step;
     window_times.add(times);
     prog.window_loss += loss.loss_sum;
     prog.window_samples += double(mine.count);

@@ -53,7 +53,8 @@ struct TrainConfig {
 
   // overlap of the gradient sum with backward (gradient_reducer.hpp)
   std::size_t bucket_bytes = 0;      // bucket cap; 0: the default rule from the α-β model
-  std::string overlap = "on";        // on: rings start during backward; off: after it
+  std::string overlap = "on";        // on: rings start during backward; off: after it; alternate:
+                                     // on in even steps, off in odd ones (to measure overlap)
   std::string progress = "layers";   // layers | thread: who polls the rings during backward
   std::string bucket_update = "on";  // on: update each bucket once summed (hidden flag)
   std::string cost_model;            // JSON of `ringtrain bench allreduce --json` for the default

@@ -75,13 +75,16 @@ ProgressDriver parse_progress_driver(const std::string& name);  // "layers" | "t
 
 struct ReducerOptions {
   std::size_t cap_bytes = 1024 * 1024;  // bucket cap (buckets.hpp); > 0
-  bool overlap = true;                  // rings start during backward
+  bool overlap = true;                  // rings start during backward (begin_step may vary it)
   bool update_per_bucket = true;        // overlap on: update each bucket once it is summed
   ProgressDriver driver = ProgressDriver::kLayers;
   double thread_poll_s = 50e-6;               // kThread: sleep between fruitless polls
   std::size_t update_piece_elements = 65536;  // kLayers: poll between pieces of an update
   collectives::RingOptions ring;              // algorithm, segments, wait policy
-  bool zero = false;                          // ZeRO-1: see above; implies per-bucket updates
+  // Segments posted ahead per ring step in steps that overlap (ring.segments_in_flight
+  // serves the blocking ones); why 8: gradient_reducer.cpp.
+  std::size_t overlap_segments_in_flight = 8;
+  bool zero = false;  // ZeRO-1: see above; implies per-bucket updates
 };
 
 // update(offset, count, state_offset): apply the optimizer to elements [offset, offset+count)
@@ -122,7 +125,10 @@ class GradientReducer {
   // lock (SyncBatchNorm's sums): with kThread, two threads talk to MPI.
   std::mutex& mpi_mutex() { return mpi_mutex_; }
 
-  void begin_step();
+  // Starts a step; `overlap` says whether its rings start during backward (default:
+  // options().overlap). Both modes give bitwise the same sums, so steps may alternate.
+  void begin_step() { begin_step(options_.overlap); }
+  void begin_step(bool overlap);
   // Backward hook: layer `layer` has written its gradients. Overlap on: checks and starts
   // the buckets it completes; polls the ones in flight (kLayers).
   void layer_done(std::size_t layer);
@@ -161,6 +167,7 @@ class GradientReducer {
   std::vector<std::size_t> ring_names_;
 
   // Per step.
+  bool overlap_ = true;  // this step's mode
   enum class Agreement { kIdle, kInFlight, kDone };
   Agreement agreement_ = Agreement::kIdle;
   float flag_[1] = {0.0f};  // the agreement's buffer: Σ over ranks of "my chunks are bad"

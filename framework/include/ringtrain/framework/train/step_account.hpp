@@ -13,6 +13,11 @@
 //   exposed_s    blocked on communication with no compute left
 // compute_s = data + forward + backward + optimizer + progress. The rest of step_s is
 // bookkeeping (watchdog marks, the non-finite decision's branch): compute + exposed ≈ step.
+//
+// With --overlap alternate a window holds steps of both modes, a few milliseconds apart, and
+// also reports step_s_overlap_on and step_s_overlap_off: the mean step time of each kind.
+// Their ratio is what overlap buys, paired step by step, free of the drift of a machine
+// whose speed changes between two runs.
 #pragma once
 
 #include <array>
@@ -27,6 +32,7 @@ struct StepTimes {
   double step_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, progress_s = 0,
          comm_s = 0, exposed_s = 0;
   double collectives = 0;  // rings run this step
+  bool overlap = true;     // this step's rings started during backward
   double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + progress_s; }
 };
 
@@ -34,9 +40,12 @@ struct StepTimes {
 class StepWindow {
  public:
   // The figures a window reports per rank, in this order.
-  static constexpr std::array<const char*, 9> kFields = {
+  // clang-format off
+  static constexpr std::array<const char*, 11> kFields = {
       "step_s",     "compute_s",   "comm_s",     "exposed_s",  "forward_s",
-      "backward_s", "optimizer_s", "progress_s", "collectives"};
+      "backward_s", "optimizer_s", "progress_s", "collectives",
+      "step_s_overlap_on", "step_s_overlap_off"};  // these two: means over each mode's steps
+  // clang-format on
 
   void add(const StepTimes& t);
   std::size_t steps() const { return steps_; }
@@ -47,12 +56,15 @@ class StepWindow {
  private:
   StepTimes sum_;
   std::size_t steps_ = 0;
+  double step_s_on_ = 0, step_s_off_ = 0;  // sums over the steps of each mode
+  std::size_t steps_on_ = 0;
 };
 
 // The window's metrics.jsonl fields from every rank's means (ranks × kFields, row r = rank r):
 // rank 0's figures at the top level (the keys dp_speed.py and earlier runs read), each
 // field over all ranks under "per_rank", and overlap_fraction = 1 − exposed/comm (null when
-// nothing was communicated).
+// nothing was communicated). step_s_overlap_on/off appear only when rank 0's window had
+// steps of both modes.
 nlohmann::json window_metrics(std::span<const double> all_ranks, int ranks);
 
 }  // namespace ringtrain
