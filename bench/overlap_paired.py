@@ -7,7 +7,14 @@ backward in even steps and after it in odd ones (the same buckets and sums, so t
 bitwise the same: tests/train/overlap_test.cpp). Each metrics window of W steps then holds
 W/2 steps of each mode, a few milliseconds apart, and reports their mean step times
 (step_s_overlap_on, step_s_overlap_off). The verdict is the median over windows of the ratio
-on / off; windows are counted after the first (cold) one.
+on / off of the ranks' mean step times; windows are counted after the first (cold) one.
+Why the mean over ranks: a rank's step ends after its own update, so where one step ends and
+the next begins differs a little between ranks, and a rank's split between the two modes with
+it (every rank's on + off is the same wall time). Rank 0's ratio and the largest over the
+ranks are printed beside it. Where the difference went: rank 0's
+backward (which holds the polls, so the copies a ring makes during backward) and exposed
+wait, each a median over windows of on minus off, and exposed / comm of the overlapped steps
+(rank 0, and the most exposed rank).
 
   mpiexec.mpich -n N ringtrain train --model M --steps S --log-every W --overlap alternate
       --no-eval --quiet --blas-threads 1 --global-batch 128 --lr 0.01 --run-dir <tmp> FLAGS
@@ -60,8 +67,7 @@ def parse_args():
 
 
 def run_once(args):
-    """One alternating run; returns rank 0's (on, off) mean step times per warm window and
-    the largest over ranks of on / off per window."""
+    """One alternating run; returns its warm windows (metrics.jsonl records with both modes)."""
     run_dir = tempfile.mkdtemp(prefix="overlap-paired-%s-n%d-" % (args.model, args.ranks))
     cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--model", args.model,
            "--steps", str(args.steps), "--log-every", str(args.window), "--overlap", "alternate",
@@ -74,11 +80,35 @@ def run_once(args):
     windows = [w for w in records if "step_s_overlap_on" in w][1:]
     if not windows:
         raise RuntimeError("%s: no warm window with both modes' step times" % " ".join(cmd))
-    pairs = [(w["step_s_overlap_on"], w["step_s_overlap_off"]) for w in windows]
-    worst = [max(on / off for on, off in zip(w["per_rank"]["step_s_overlap_on"],
-                                              w["per_rank"]["step_s_overlap_off"]))
-             for w in windows]
-    return pairs, worst
+    return windows
+
+
+def figures(windows):
+    """Per window: on/off of the ranks' mean step times, rank 0's and the largest over ranks,
+    the mean step times, on minus off of rank 0's backward and exposed wait, exposed / comm
+    with overlap (rank 0 and the largest over ranks)."""
+    out = []
+    for w in windows:
+        pr = w["per_rank"]
+        on = statistics.mean(pr["step_s_overlap_on"])
+        off = statistics.mean(pr["step_s_overlap_off"])
+        out.append({
+            "ratio": on / off,
+            "rank0": w["step_s_overlap_on"] / w["step_s_overlap_off"],
+            "worst": max(on / off for on, off in zip(pr["step_s_overlap_on"],
+                                                      pr["step_s_overlap_off"])),
+            "on": on, "off": off,
+            "d_backward": w["backward_s_overlap_on"] - w["backward_s_overlap_off"],
+            "d_exposed": w["exposed_s_overlap_on"] - w["exposed_s_overlap_off"],
+            "share": w["exposed_s_overlap_on"] / w["comm_s_overlap_on"],
+            "share_worst": max(e / c for e, c in zip(pr["exposed_s_overlap_on"],
+                                                     pr["comm_s_overlap_on"])),
+        })
+    return out
+
+
+def med(rows, key):
+    return statistics.median(r[key] for r in rows)
 
 
 def main():
@@ -89,27 +119,29 @@ def main():
               datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M:%S"), os.cpu_count(),
               dp_speed.load1(), args.ringtrain, args.model, args.ranks, args.runs, args.steps,
               args.window, args.flags))
-    all_ratios, all_worst, on_all, off_all = [], [], [], []
+    rows = []
     for r in range(1, args.runs + 1):
-        pairs, worst = run_once(args)
-        ratios = [on / off for on, off in pairs]
-        all_ratios += ratios
-        all_worst += worst
-        on_all += [on for on, _ in pairs]
-        off_all += [off for _, off in pairs]
+        run = figures(run_once(args))
+        rows += run
+        ratios = [x["ratio"] for x in run]
         print("  run %d: %2d windows, step on %6.2f ms off %6.2f ms (medians), on/off median "
-              "%.3f [%.3f-%.3f], on shorter in %d of %d" % (
-                  r, len(pairs), 1e3 * statistics.median(on for on, _ in pairs),
-                  1e3 * statistics.median(off for _, off in pairs), statistics.median(ratios),
-                  min(ratios), max(ratios), sum(x < 1.0 for x in ratios), len(ratios)))
-    quart = statistics.quantiles(all_ratios, n=4) if len(all_ratios) > 1 else all_ratios * 3
-    print("%s N=%d: step with overlap / step without, rank 0, median over %d windows: %.3f "
-          "(quartiles %.3f-%.3f); overlap shorter in %d of %d windows; worst rank per window, "
-          "median %.3f; step on %.2f ms, off %.2f ms (medians)" % (
-              args.model, args.ranks, len(all_ratios), statistics.median(all_ratios), quart[0],
-              quart[2], sum(x < 1.0 for x in all_ratios), len(all_ratios),
-              statistics.median(all_worst), 1e3 * statistics.median(on_all),
-              1e3 * statistics.median(off_all)))
+              "%.3f [%.3f-%.3f], on shorter in %d of %d; backward %+.2f ms, exposed %+.2f ms" % (
+                  r, len(run), 1e3 * med(run, "on"), 1e3 * med(run, "off"), med(run, "ratio"),
+                  min(ratios), max(ratios), sum(x < 1.0 for x in ratios), len(ratios),
+                  1e3 * med(run, "d_backward"), 1e3 * med(run, "d_exposed")))
+    ratios = [x["ratio"] for x in rows]
+    quart = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    print("%s N=%d: step with overlap / step without (means over ranks), median over %d windows: "
+          "%.3f (quartiles %.3f-%.3f); overlap shorter in %d of %d windows; rank 0 %.3f, most "
+          "slowed rank %.3f; step on %.2f ms, off %.2f ms (medians)" % (
+              args.model, args.ranks, len(ratios), statistics.median(ratios), quart[0],
+              quart[2], sum(x < 1.0 for x in ratios), len(ratios), med(rows, "rank0"),
+              med(rows, "worst"), 1e3 * med(rows, "on"), 1e3 * med(rows, "off")))
+    print("where it went (rank 0, on minus off, medians): backward %+.2f ms (its polls run the "
+          "rings' copies), exposed wait %+.2f ms; exposed / comm with overlap %.0f %% (most "
+          "exposed rank %.0f %%)" % (
+              1e3 * med(rows, "d_backward"), 1e3 * med(rows, "d_exposed"),
+              100 * med(rows, "share"), 100 * med(rows, "share_worst")))
     print("load at end %s" % dp_speed.load1())
 
 

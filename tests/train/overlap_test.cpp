@@ -122,17 +122,21 @@ TEST_CASE("step account: exposed <= comm, compute + exposed = measured step time
         ok = ok && w["compute_s"] == pr["compute_s"][0] &&
              std::abs(w["overlap_fraction"].get<double>() -
                       (1.0 - w["exposed_s"].get<double>() / w["comm_s"].get<double>())) < 1e-12;
-        // Alternating: 5 steps of each mode per 10-step window, so the two modes' means
-        // average to the window's; the other runs have one mode and no such keys.
+        // Alternating: 5 steps of each mode per 10-step window, so each figure's two mode
+        // means average to the window's, and the off steps expose all they communicate; the
+        // other runs have one mode and no such keys.
         const bool paired = w.contains("step_s_overlap_on") && w.contains("step_s_overlap_off");
         if (overlap == "alternate" && paired) {
-          const double on = w["step_s_overlap_on"], off = w["step_s_overlap_off"];
-          const double step = w["step_s"];
-          const bool good = on > 0 && off > 0 && std::abs((on + off) / 2 - step) <= 1e-9 * step;
-          if (!good)
-            why += fmt::format("window {}: on {:.3g} off {:.3g} step {:.3g}; ",
-                               w["step"].get<int>(), on, off, step);
-          ok = ok && good;
+          for (const std::string figure : {"step_s", "backward_s", "exposed_s", "comm_s"}) {
+            const double on = w[figure + "_overlap_on"], off = w[figure + "_overlap_off"];
+            const double all = w[figure];
+            const bool good = on > 0 && off > 0 && std::abs((on + off) / 2 - all) <= 1e-9 * all;
+            if (!good)
+              why += fmt::format("window {} {}: on {:.3g} off {:.3g} all {:.3g}; ",
+                                 w["step"].get<int>(), figure, on, off, all);
+            ok = ok && good;
+          }
+          ok = ok && w["exposed_s_overlap_off"] == w["comm_s_overlap_off"];
         } else {
           ok = ok && paired == (overlap == "alternate");
           if (overlap == "alternate") why += "a window without both modes' step times; ";

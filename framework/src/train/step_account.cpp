@@ -13,8 +13,12 @@ void StepWindow::add(const StepTimes& t) {
   sum_.comm_s += t.comm_s;
   sum_.exposed_s += t.exposed_s;
   sum_.collectives += t.collectives;
-  (t.overlap ? step_s_on_ : step_s_off_) += t.step_s;
-  steps_on_ += t.overlap ? 1 : 0;
+  StepTimes& mode = mode_sum_[t.overlap ? 1 : 0];
+  mode.step_s += t.step_s;
+  mode.backward_s += t.backward_s;
+  mode.exposed_s += t.exposed_s;
+  mode.comm_s += t.comm_s;
+  ++mode_steps_[t.overlap ? 1 : 0];
   ++steps_;
 }
 
@@ -23,13 +27,15 @@ void StepWindow::means(std::span<double> out) const {
   const double values[kFields.size()] = {sum_.step_s,      sum_.compute_s(), sum_.comm_s,
                                          sum_.exposed_s,   sum_.forward_s,   sum_.backward_s,
                                          sum_.optimizer_s, sum_.progress_s,  sum_.collectives};
-  for (std::size_t i = 0; i < kFields.size() - 2 && i < out.size(); ++i) out[i] = values[i] / n;
-  // Means over each mode's own steps; 0 for a mode with none.
-  const std::size_t steps_off = steps_ - steps_on_;
-  if (out.size() >= kFields.size()) {
-    out[kFields.size() - 2] = steps_on_ > 0 ? step_s_on_ / double(steps_on_) : 0.0;
-    out[kFields.size() - 1] = steps_off > 0 ? step_s_off_ / double(steps_off) : 0.0;
-  }
+  const std::size_t common = kFields.size() - kModeFields;
+  for (std::size_t i = 0; i < common && i < out.size(); ++i) out[i] = values[i] / n;
+  if (out.size() < kFields.size()) return;
+  // Means over each mode's own steps (kFields order: on, off per figure); 0 for no steps.
+  std::size_t at = common;
+  for (double StepTimes::*figure :
+       {&StepTimes::step_s, &StepTimes::backward_s, &StepTimes::exposed_s, &StepTimes::comm_s})
+    for (int mode : {1, 0})
+      out[at++] = mode_steps_[mode] > 0 ? mode_sum_[mode].*figure / double(mode_steps_[mode]) : 0.0;
 }
 
 nlohmann::json window_metrics(std::span<const double> all_ranks, int ranks) {
@@ -41,10 +47,11 @@ nlohmann::json window_metrics(std::span<const double> all_ranks, int ranks) {
     out[StepWindow::kFields[f]] = all_ranks[f];
     per_rank[StepWindow::kFields[f]] = column;
   }
-  if (all_ranks[F - 2] == 0.0 || all_ranks[F - 1] == 0.0) {
-    for (const char* key : {"step_s_overlap_on", "step_s_overlap_off"}) {
-      out.erase(key);
-      per_rank.erase(key);
+  const std::size_t modes_at = F - StepWindow::kModeFields;  // step_s_overlap_on, then off
+  if (all_ranks[modes_at] == 0.0 || all_ranks[modes_at + 1] == 0.0) {
+    for (std::size_t f = modes_at; f < F; ++f) {
+      out.erase(StepWindow::kFields[f]);
+      per_rank.erase(StepWindow::kFields[f]);
     }
   }
   const double comm = all_ranks[2], exposed = all_ranks[3];

@@ -15,9 +15,10 @@
 // bookkeeping (watchdog marks, the non-finite decision's branch): compute + exposed ≈ step.
 //
 // With --overlap alternate a window holds steps of both modes, a few milliseconds apart, and
-// also reports step_s_overlap_on and step_s_overlap_off: the mean step time of each kind.
-// Their ratio is what overlap buys, paired step by step, free of the drift of a machine
-// whose speed changes between two runs.
+// also reports step_s, backward_s, exposed_s and comm_s as means over each mode's steps
+// (step_s_overlap_on, step_s_overlap_off, ...). The step ratio is what overlap buys, paired
+// step by step, free of the drift of a machine whose speed changes between two runs; the
+// others say where it went (copies done inside backward, waits no longer exposed).
 #pragma once
 
 #include <array>
@@ -40,12 +41,17 @@ struct StepTimes {
 class StepWindow {
  public:
   // The figures a window reports per rank, in this order.
+  // The last kModeFields: step_s, backward_s, exposed_s and comm_s as means over the steps
+  // of one mode, overlap on then off for each.
   // clang-format off
-  static constexpr std::array<const char*, 11> kFields = {
+  static constexpr std::array<const char*, 17> kFields = {
       "step_s",     "compute_s",   "comm_s",     "exposed_s",  "forward_s",
       "backward_s", "optimizer_s", "progress_s", "collectives",
-      "step_s_overlap_on", "step_s_overlap_off"};  // these two: means over each mode's steps
+      "step_s_overlap_on",     "step_s_overlap_off",     "backward_s_overlap_on",
+      "backward_s_overlap_off", "exposed_s_overlap_on", "exposed_s_overlap_off",
+      "comm_s_overlap_on",     "comm_s_overlap_off"};
   // clang-format on
+  static constexpr std::size_t kModeFields = 8;
 
   void add(const StepTimes& t);
   std::size_t steps() const { return steps_; }
@@ -56,15 +62,15 @@ class StepWindow {
  private:
   StepTimes sum_;
   std::size_t steps_ = 0;
-  double step_s_on_ = 0, step_s_off_ = 0;  // sums over the steps of each mode
-  std::size_t steps_on_ = 0;
+  StepTimes mode_sum_[2];  // [1]: steps with overlap on, [0]: off
+  std::size_t mode_steps_[2] = {0, 0};
 };
 
 // The window's metrics.jsonl fields from every rank's means (ranks × kFields, row r = rank r):
 // rank 0's figures at the top level (the keys dp_speed.py and earlier runs read), each
 // field over all ranks under "per_rank", and overlap_fraction = 1 − exposed/comm (null when
-// nothing was communicated). step_s_overlap_on/off appear only when rank 0's window had
-// steps of both modes.
+// nothing was communicated). The per-mode fields (*_overlap_on/off) appear only when rank
+// 0's window had steps of both modes.
 nlohmann::json window_metrics(std::span<const double> all_ranks, int ranks);
 
 }  // namespace ringtrain
