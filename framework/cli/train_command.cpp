@@ -107,6 +107,11 @@ void add_train(CLI::App& app, Runner& run) {
       ->capture_default_str();
   train->add_option("--bucket-update", c.bucket_update)->group("");
   train
+      ->add_option("--segments-in-flight", c.segments_in_flight,
+                   "ring messages posted ahead per ring step while overlapping (0: the measured "
+                   "default, 2, as blocking rings post)")
+      ->capture_default_str();
+  train
       ->add_option("--zero", c.zero,
                    "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates "
                    "its chunk of every bucket, the ring all-gathers the parameters")

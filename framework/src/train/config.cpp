@@ -101,6 +101,10 @@ void TrainConfig::validate(int world_size) const {
   require(zero == 0 || collective == "ring",
           "--zero 1 updates the chunk the ring's reduce-scatter leaves each rank: it needs "
           "--collective ring");
+  require(segments_in_flight <= 64,
+          fmt::format("--segments-in-flight {}: at most 64 (each takes two segments of scratch "
+                      "per ring); 0 picks the default",
+                      segments_in_flight));
   require(bucket_bytes == 0 || bucket_bytes >= 4,
           fmt::format("--bucket-bytes {}: a bucket holds at least one float (4 bytes); 0 picks "
                       "the default",
@@ -181,6 +185,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"overlap", overlap},
           {"progress", progress},
           {"bucket-update", bucket_update},
+          {"segments-in-flight", segments_in_flight},
           {"cost-model", cost_model},
           {"trace-steps", trace_steps},
           {"zero", zero},

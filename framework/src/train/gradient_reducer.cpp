@@ -142,14 +142,17 @@ GradientReducer::~GradientReducer() {
   }
 }
 
-// The window of segments in flight per ring step. Overlap on: a ring moves only when this
-// rank polls, between layers, so each poll should move as much as it can. With 2 segments
-// (2 MiB) in flight per step, the cnn's 12.8 MB bucket needed several polls during the
-// convolutions' long backward and its tail stayed exposed; with 8, overlap_sweep.py measured
-// exposed / comm 22 % and 16 % -> 14 % and 11 % (worst rank 32 % and 26 % -> 19 % and 19 %),
-// two runs each, the step time within the noise (bench/README-overlap.md, 2026-12-03).
-// Blocking rings keep options.ring.segments_in_flight (2): more scratch than that evicts the
-// data they sum (options.hpp).
+// The window of segments in flight per ring step: options.overlap_segments_in_flight while
+// overlapping, options.ring.segments_in_flight (2) when blocking. A larger window lets one
+// poll move more of a ring, but the receives of a whole window land in scratch before they
+// are added, and 8 MiB of it evicts what they are added to. Paired step by step
+// (bench/overlap_paired.py, cnn N=2, 2 x 3 runs of 400 steps each, 2026-12-03), the copies
+// that overlap puts into backward cost 1.44-1.48 ms per step with 1 segment in flight,
+// 1.44-1.68 with 2 and 1.89-1.94 with 8, while the exposed wait they save was 1.2-1.4 ms in
+// all; step with / without overlap 1.010-1.014, 1.010-1.022, 1.025-1.026. The mlp's chunks
+// have at most 2 segments, so 8 means 2 there; against 8, 1 ran it at 1.003x the samples/s
+// and 2 at 1.016x (ab_train.py, 10 rounds each): the noise. Hence 2, as blocking rings.
+// bench/README-overlap.md has the runs.
 void GradientReducer::begin_step(bool overlap) {
   std::lock_guard lock(mpi_mutex_);  // the thread reads these
   overlap_ = overlap;

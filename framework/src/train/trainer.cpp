@@ -208,6 +208,8 @@ TrainResults Trainer::run() {
   reducer_options.update_per_bucket = config_.bucket_update == "on";
   reducer_options.driver = parse_progress_driver(config_.progress);
   reducer_options.ring = ring;
+  if (config_.segments_in_flight > 0)
+    reducer_options.overlap_segments_in_flight = config_.segments_in_flight;
   reducer_options.zero = config_.zero == 1;
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
   double origin[1] = {leader ? now_s() : 0.0};  // rank 0's start, on rank 0's clock

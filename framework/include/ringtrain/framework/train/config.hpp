@@ -57,6 +57,7 @@ struct TrainConfig {
                                      // on in even steps, off in odd ones (to measure overlap)
   std::string progress = "layers";   // layers | thread: who polls the rings during backward
   std::string bucket_update = "on";  // on: update each bucket once summed (hidden flag)
+  std::size_t segments_in_flight = 0;  // overlapping rings' window; 0: the reducer's default
   std::string cost_model;            // JSON of `ringtrain bench allreduce --json` for the default
   std::uint64_t trace_steps = 20;    // steps recorded in trace.json; 0: no trace
   int zero = 0;  // 1: ZeRO-1, optimizer state sharded over ranks (optimizer_shard.hpp)

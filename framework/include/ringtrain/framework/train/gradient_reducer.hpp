@@ -82,8 +82,8 @@ struct ReducerOptions {
   std::size_t update_piece_elements = 65536;  // kLayers: poll between pieces of an update
   collectives::RingOptions ring;              // algorithm, segments, wait policy
   // Segments posted ahead per ring step in steps that overlap (ring.segments_in_flight
-  // serves the blocking ones); why 8: gradient_reducer.cpp.
-  std::size_t overlap_segments_in_flight = 8;
+  // serves the blocking ones); why 2: gradient_reducer.cpp.
+  std::size_t overlap_segments_in_flight = 2;
   bool zero = false;  // ZeRO-1: see above; implies per-bucket updates
 };
 
