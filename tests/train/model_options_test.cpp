@@ -36,3 +36,18 @@ TEST_CASE("the cnn's convolutions run as --conv-algorithm says", "[models]") {
   config.conv_algorithm = "fast";
   CHECK_THROWS_AS(config.validate(1), UsageError);
 }
+
+TEST_CASE("overlap options: on, off, alternate pass validate; other modes and > 64 segments in flight do not", "[config]") {
+  TrainConfig config;
+  for (const std::string overlap : {"on", "off", "alternate"}) {
+    config.overlap = overlap;
+    CHECK_NOTHROW(config.validate(2));
+  }
+  config.overlap = "sometimes";
+  CHECK_THROWS_AS(config.validate(2), UsageError);
+  config.overlap = "on";
+  config.segments_in_flight = 64;
+  CHECK_NOTHROW(config.validate(2));
+  config.segments_in_flight = 65;
+  CHECK_THROWS_AS(config.validate(2), UsageError);
+}

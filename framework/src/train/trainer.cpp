@@ -324,6 +324,10 @@ TrainResults Trainer::run() {
           {"source", ring_fit.source}}},
         {"overlap", config_.overlap},
         {"progress", config_.progress},
+        {"segment_bytes", reducer_options.ring.segment_bytes},
+        {"segments_in_flight",
+         {{"overlapping", reducer_options.overlap_segments_in_flight},
+          {"blocking", reducer_options.ring.segments_in_flight}}},
         {"update_per_bucket", per_bucket_update}};
     manifest["results"] = TrainResults{}.to_json();
     run_dir->write_manifest(manifest);
