@@ -125,9 +125,8 @@ class GradientReducer {
   // lock (SyncBatchNorm's sums): with kThread, two threads talk to MPI.
   std::mutex& mpi_mutex() { return mpi_mutex_; }
 
-  // Starts a step; `overlap` says whether its rings start during backward (default:
-  // options().overlap). Both modes give bitwise the same sums, so steps may alternate.
-  void begin_step() { begin_step(options_.overlap); }
+  // Starts a step; `overlap` says whether its rings start during backward (options().overlap
+  // unless steps alternate). Both modes give bitwise the same sums.
   void begin_step(bool overlap);
   // Backward hook: layer `layer` has written its gradients. Overlap on: checks and starts
   // the buckets it completes; polls the ones in flight (kLayers).
