@@ -19,6 +19,8 @@ compute_s and comm_s of rank 0.
 --spans also records trace.json for every step and compares, span by span (forward and
 backward of each layer, optimizer, waits), rank 0's main-thread time per step: a change to
 one layer's kernels shows there even when the whole step's samples/s drowns it in drift.
+--eval-every K evaluates on the test set every K steps instead of --no-eval; with --spans
+the "evaluation" row is then one evaluation's time divided by K (ms per step).
 
 --a-flags and --b-flags are added to one side's command only: with --a and --b the same
 build, they compare two settings of one build. Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebuilding B.
@@ -50,6 +52,8 @@ def parse_args():
     ap.add_argument("--b-flags", default="", help="flags for B's runs only")
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="evaluate every K steps (default: --no-eval)")
     ap.add_argument("--spans", action="store_true",
                     help="compare trace.json spans (rank 0, main thread, per step) too")
     dp_speed.add_openblas_env_arg(ap)
@@ -57,14 +61,15 @@ def parse_args():
     for name in (args.a, args.b):
         if not os.access(name, os.X_OK):
             ap.error("%s is not an executable file" % name)
-    if args.rounds < 1 or args.ranks < 1:
-        ap.error("--rounds and --ranks must be >= 1")
+    if args.rounds < 1 or args.ranks < 1 or args.eval_every < 0:
+        ap.error("--rounds and --ranks must be >= 1, --eval-every >= 0")
     return args
 
 
 def run(args, build, side_flags, run_dir):
-    command = [args.mpiexec, "-n", str(args.ranks), build, "train", "--no-eval", "--quiet",
-               "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
+    evaluation = ["--eval-every", str(args.eval_every)] if args.eval_every else ["--no-eval"]
+    command = [args.mpiexec, "-n", str(args.ranks), build, "train"] + evaluation + [
+               "--quiet", "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
                "--run-dir", run_dir] + shlex.split(args.flags) + shlex.split(side_flags)
     if args.spans:
         command += ["--trace-steps", "1000000"]

@@ -74,19 +74,24 @@ std::string config() {
 }
 
 // The products measured faster on the own kernels: a Linear layer's y = x·Wᵀ (A·Bᵀ) and
-// dW = dyᵀ·x (Aᵀ·B), where the batch (m and k) has >= 48 samples and the feature sizes are
+// dW = dyᵀ·x (Aᵀ·B), where the batch (m and k) has 48 to 128 samples and the feature sizes are
 // >= 64. dx = dy·W (A·B) stays with OpenBLAS: bench_gemm (warm caches) had the own A·B ahead
 // by 1.0-1.2x, but in training, where W has left the caches since the forward, it made the
 // backward of mlp.2 slower (ab_train.py --spans, EPYC Zen 5, 2026-12-03: 0.93x the time with
 // OpenBLAS's dx; bench_gemm --cold agrees, 0.84x). Winograd's products (32 channels) and the
 // small-channel convolutions stay with OpenBLAS, which was faster there.
+//
+// Above 128 samples OpenBLAS's own blocking wins (bench_gemm, warm, EPYC Zen 5, 2026-12-03,
+// OpenBLAS time / own time): y = x·Wᵀ at 128 samples 1.07x/1.01x/1.14x (mlp.0/mlp.2/cnn.7),
+// at 192 0.99x/0.91x/1.02x, at 256 0.96x/0.90x/1.01x; dW = dyᵀ·x at 128 0.97x-1.00x, at 256
+// 0.93x/0.95x/0.81x. Evaluation runs chunks of 256 samples, so it takes OpenBLAS.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
-  constexpr int kMinBatch = 48, kMinFeatures = 64;
+  constexpr int kMinBatch = 48, kMaxBatch = 128, kMinFeatures = 64;
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
   if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
-    return k >= kMinBatch && m >= kMinFeatures && n >= kMinFeatures;
+    return k >= kMinBatch && k <= kMaxBatch && m >= kMinFeatures && n >= kMinFeatures;
   if (trans_b == Trans::kNo) return false;  // A·B
-  return m >= kMinBatch && n >= kMinFeatures && k >= kMinFeatures;
+  return m >= kMinBatch && m <= kMaxBatch && n >= kMinFeatures && k >= kMinFeatures;
 }
 
 namespace {

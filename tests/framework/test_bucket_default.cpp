@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <vector>
 
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
@@ -32,6 +34,21 @@ TEST_CASE("default bucket cap: built-in fits, one rank, and the reason names the
   CHECK(default_bucket_choice(ring_fit_for_buckets("", 4, true), 4, 7456040).cap_bytes ==
         4 * 1024 * 1024);
   CHECK(default_bucket_choice(ring_fit_for_buckets("", 1, false), 1, 7456040).cap_bytes == 7456040);
+}
+
+TEST_CASE("default bucket cap without overlap: one bucket, whatever the fit") {
+  // The mlp's parameters (784-1024-1024-10): 7,454,760 bytes.
+  const std::vector<std::size_t> mlp = {802816, 1024, 1048576, 1024, 10240, 10};
+  const std::size_t bytes = 4 * std::accumulate(mlp.begin(), mlp.end(), std::size_t{0});
+  for (const int N : {2, 3, 4}) {
+    const auto off = default_bucket_choice(ring_fit_for_buckets("", N, N > 2), N, bytes, false);
+    CHECK(off.cap_bytes == bytes);
+    CHECK(off.reason.find("overlap off") != std::string::npos);
+    CHECK(collectives::plan_buckets(mlp, off.cap_bytes).size() == 1);
+  }
+  // Overlap on keeps the fit's rule.
+  CHECK(default_bucket_choice(ring_fit_for_buckets("", 2, false), 2, 7456040, true).cap_bytes ==
+        1024 * 1024);
 }
 
 TEST_CASE("default bucket cap from a bench allreduce JSON: the regime that holds 1 MiB") {

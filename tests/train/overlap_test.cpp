@@ -151,6 +151,38 @@ TEST_CASE("step account: exposed <= comm, compute + exposed = measured step time
   }
 }
 
+TEST_CASE("samples/s: evaluations and saves inside a window are not step time") {
+  // Evaluations (full test set) every 4 steps and saves every 5 fall inside the 10-step
+  // windows. samples_per_s divides the window's samples by its time less those pauses, so the
+  // step time it implies is at least rank 0's own mean step time; counting only the time
+  // since the window's last pause would imply a fraction of it.
+  TrainConfig config = overlap_config(30);
+  config.log_every = 10;
+  config.evaluate = true;
+  config.eval_every = 4;
+  config.checkpoint_every = std::to_string(5);  // (a literal trips GCC 12's -Wrestrict)
+  bool ok = true;
+  std::string why;
+  train_on(config, MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
+    if (world_rank() != 0) return;
+    const auto windows = read_metrics(run);
+    ok = windows.size() == 3;
+    for (const auto& w : windows) {
+      const double samples = double(config.global_batch * config.log_every);
+      const double implied_step_s = samples / w["samples_per_s"].get<double>() / 10.0;
+      const double step_s = w["per_rank"]["step_s"][0];
+      const bool good = implied_step_s >= 0.9 * step_s;
+      if (!good)
+        why +=
+            fmt::format("window {}: samples/s implies {:.3g} s per step, rank 0 measured {:.3g}; ",
+                        w["step"].get<int>(), implied_step_s, step_s);
+      ok = ok && good;
+    }
+  });
+  INFO("N = " << world_size() << ": " << why);
+  REQUIRE(all_ranks(ok));
+}
+
 TEST_CASE("trace.json: every rank's spans, bounded by --trace-steps, clocks aligned") {
   TrainConfig config = overlap_config(6);
   config.trace_steps = 3;

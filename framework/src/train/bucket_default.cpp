@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -61,8 +62,12 @@ RingFit ring_fit_for_buckets(const std::string& cost_model_file, int N, bool ove
                              measured_n, measured_n == N ? "" : fmt::format(", used at N={}", N))};
 }
 
-collectives::BucketChoice default_bucket_choice(const RingFit& fit, int N,
-                                                std::size_t total_bytes) {
+collectives::BucketChoice default_bucket_choice(const RingFit& fit, int N, std::size_t total_bytes,
+                                                bool overlap) {
+  if (N > 1 && !overlap)
+    return {std::max<std::size_t>(total_bytes, sizeof(float)),
+            "overlap off: nothing to hide a ring behind, so one bucket (the fewest ring startups "
+            "and one optimizer pass)"};
   collectives::BucketChoice choice = collectives::default_bucket_cap(fit.model, N, total_bytes);
   if (N > 1) choice.reason += "; " + fit.source;
   return choice;

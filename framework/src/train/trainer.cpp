@@ -197,8 +197,9 @@ TrainResults Trainer::run() {
   const RingFit ring_fit =
       ring_fit_for_buckets(config_.cost_model, world, coll::oversubscribed(comm_));
   const coll::BucketChoice bucket_choice =
-      config_.bucket_bytes > 0 ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
-                               : default_bucket_choice(ring_fit, world, grad_bytes);
+      config_.bucket_bytes > 0
+          ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
+          : default_bucket_choice(ring_fit, world, grad_bytes, config_.overlap != "off");
   coll::RingOptions ring;
   ring.algorithm = config_.collective == "mpi" ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
   ReducerOptions reducer_options;
@@ -526,6 +527,7 @@ TrainResults Trainer::run() {
   Progress progress(out, total_steps, config_.log_every, leader && !config_.quiet);
   StepWindow window_times;
   double window_start = now_s();
+  double window_paused_s = 0.0;  // evaluations and saves inside the window: not step time
 
   // The hooks of a step, made once (a lambda turned into a std::function each step would
   // allocate); they read the step's state through these variables.
@@ -683,7 +685,7 @@ TrainResults Trainer::run() {
       // One small allreduce: the window's loss and samples, whether a rank got a stop signal,
       // every rank's step account (rank r fills row r, the sum gathers them), and every rank's
       // peak resident memory (entry r after the rows).
-      const double elapsed = now_s() - window_start;
+      const double elapsed = now_s() - window_start - window_paused_s;
       constexpr std::size_t F = StepWindow::kFields.size();
       const std::size_t rss_at = 3 + std::size_t(world) * F;
       std::vector<double> sums(rss_at + std::size_t(world), 0.0);
@@ -714,12 +716,13 @@ TrainResults Trainer::run() {
       prog.window_steps = 0;
       window_times.reset();
       window_start = now_s();
+      window_paused_s = 0.0;
       if (config_.watchdog_s <= 0)  // automatic limit follows the measured step time
         watchdog.set_limit(std::max(kWatchdogFloorS, 100.0 * prog.useful_compute_s / double(done)));
     }
     if (eval_now) {
-      watchdog.enter("evaluation", step);
       const double eval_t0 = now_s();
+      watchdog.enter("evaluation", step);
       const auto [accuracy, test_loss] = evaluate();
       if (tracing_step) trace.span(eval_name, 0, eval_t0, now_s());
       watchdog.leave();
@@ -741,13 +744,14 @@ TrainResults Trainer::run() {
         results.steps_to_target = done;
         results.time_to_target_s = now_s() - start;
       }
-      window_start = now_s();  // evaluation time is not step time
+      window_paused_s += now_s() - eval_t0;  // evaluation time is not step time
     }
     // Checkpoints: every K steps (or the Young/Daly interval), at a stop signal, at the end.
     const bool last = done == total_steps || results.target_reached;
     if (stop_now || last || schedule_of_saves.due(done)) {
+      const double save_t0 = now_s();
       save(stop_now ? "signal" : last ? "end" : "interval");
-      window_start = now_s();  // save time is not step time
+      window_paused_s += now_s() - save_t0;  // save time is not step time
     }
     progress.update(
         done, fmt::format("loss {:.4f}  lr {:.4g}", last_loss, learning_rate(schedule, step)));

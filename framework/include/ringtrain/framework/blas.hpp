@@ -17,7 +17,7 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
 
 // Which code runs the products. kOwn: ringtrain's AVX-512 kernels (gemm_avx512.cpp) for the
 // products they were measured faster on in training, a Linear layer's y = x·Wᵀ and
-// dW = dyᵀ·x at 48 or more samples per rank with both feature sizes >= 64 (dx = dy·W lost
+// dW = dyᵀ·x at 48 to 128 samples per rank with both feature sizes >= 64 (dx = dy·W lost
 // once W is out of cache: own_kernels_take in blas.cpp); everything else, and every product while a
 // rank has more than one BLAS thread, still goes to OpenBLAS. The choice decides the bits of
 // every result (another summation order), so runs compare bitwise only with the same choice.

@@ -27,7 +27,11 @@ struct RingFit {
 // Throws UsageError naming the file if it cannot be read or holds no fit.
 RingFit ring_fit_for_buckets(const std::string& cost_model_file, int N, bool oversubscribed);
 
-// The default cap and a one-line reason naming the fit.
-collectives::BucketChoice default_bucket_choice(const RingFit& fit, int N, std::size_t total_bytes);
+// The default cap and a one-line reason naming the fit. Without overlap (overlap = false)
+// buckets buy nothing: no backward is left to hide a ring behind, and every bucket adds a
+// ring's startups and its own optimizer pass. Then the default is one bucket of total_bytes
+// (measured: bench/README-overlap.md, "Buckets when nothing overlaps").
+collectives::BucketChoice default_bucket_choice(const RingFit& fit, int N, std::size_t total_bytes,
+                                                bool overlap = true);
 
 }  // namespace ringtrain
