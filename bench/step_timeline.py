@@ -61,23 +61,20 @@ def main():
     spans = collections.defaultdict(list)
     for step in steps:
         origin = min(e["ts"] for e in by_step[step])
-        merged = {}
-        seen = collections.Counter()
+        # (rank, lane, name) -> this step's intervals, in start order
+        intervals = collections.defaultdict(list)
         for e in sorted(by_step[step], key=lambda e: e["ts"]):
-            key = (e["pid"], e["tid"], group(e["name"]))
-            start, end = e["ts"] - origin, e["ts"] - origin + e["dur"]
-            if key[2] in ("forward", "backward"):
-                old = merged.get(key)
-                merged[key] = (start, end) if old is None else (min(old[0], start), max(old[1], end))
-            else:
-                seen[key] += 1
-                n = seen[key]
-                merged[key[:2] + ("%s #%d" % (key[2], n) if n > 1 else key[2],)] = (start, end)
-        # the first occurrence of a repeated name gets its number once the second shows up
-        for key in [k for k in merged if k[2].endswith(" #2")]:
-            first = key[:2] + (key[2][:-3],)
-            if first in merged:
-                merged[key[:2] + (key[2][:-3] + " #1",)] = merged.pop(first)
+            start = e["ts"] - origin
+            intervals[(e["pid"], e["tid"], group(e["name"]))].append((start, start + e["dur"]))
+        merged = {}
+        for (rank, tid, name), found in intervals.items():
+            if name in ("forward", "backward"):  # first start to last end
+                merged[(rank, tid, name)] = (found[0][0], max(end for _, end in found))
+            elif len(found) == 1:
+                merged[(rank, tid, name)] = found[0]
+            else:  # a name seen several times in the step: numbered in order
+                for n, interval in enumerate(found, 1):
+                    merged[(rank, tid, "%s #%d" % (name, n))] = interval
         for key, value in merged.items():
             spans[key].append(value)
     print("step_timeline: %s, steps %d..%d (%d steps, medians; 0 = the step's first event "

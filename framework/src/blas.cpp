@@ -84,7 +84,8 @@ std::string config() {
 // Above 128 samples OpenBLAS's own blocking wins (bench_gemm, warm, EPYC Zen 5, 2026-12-03,
 // OpenBLAS time / own time): y = x·Wᵀ at 128 samples 1.07x/1.01x/1.14x (mlp.0/mlp.2/cnn.7),
 // at 192 0.99x/0.91x/1.02x, at 256 0.96x/0.90x/1.01x; dW = dyᵀ·x at 128 0.97x-1.00x, at 256
-// 0.93x/0.95x/0.81x. Evaluation runs chunks of 256 samples, so it takes OpenBLAS.
+// 0.93x/0.95x/0.81x; a rerun: bench/results/gemm-zen5-samples-64-1024-2026-12-03.txt.
+// Evaluation runs chunks of 256 samples, so it takes OpenBLAS.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
   constexpr int kMinBatch = 48, kMaxBatch = 128, kMinFeatures = 64;
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
