@@ -13,7 +13,10 @@
 // the machines measured here) and times the product alone: in a training step the weights,
 // gradients and activations of one layer have left the caches by the time the layer runs
 // again, so the warm figures flatter both sides.
-//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20] [--cold]
+//
+// --untaken times the own kernels on every product, also those the routing rule
+// (blas::own_kernels_take) sends to OpenBLAS: the evidence for moving that rule.
+//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20] [--cold] [--untaken]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/gemm_avx512.hpp"
 #include "ringtrain/framework/random.hpp"
 
 namespace {
@@ -65,13 +69,15 @@ int main(int argc, char** argv) {
   CLI::App app{"ringtrain's own AVX-512 products against OpenBLAS, one thread"};
   std::vector<int> samples_list = {64, 128};
   int rounds = 15, calls = 20;
-  bool cold = false;
+  bool cold = false, untaken = false;
   app.add_option("--samples", samples_list, "samples per rank")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--rounds", rounds)->capture_default_str();
   app.add_option("--calls", calls, "products per timed round")->capture_default_str();
   app.add_flag("--cold", cold, "evict the caches before every product (64 MiB written)");
+  app.add_flag("--untaken", untaken,
+               "time the own kernels also on the products the routing rule gives OpenBLAS");
   CLI11_PARSE(app, argc, argv);
   if (!blas::own_kernels_supported()) {
     std::printf("bench_gemm: this CPU has no AVX-512F; ringtrain's own kernels cannot run\n");
@@ -105,14 +111,28 @@ int main(int argc, char** argv) {
       const std::vector<float> a = random_values(std::size_t(p.m) * p.k, 1);
       const std::vector<float> b = random_values(std::size_t(p.k) * p.n, 2);
       std::vector<float> c(std::size_t(p.m) * p.n);
+      const bool taken = blas::own_kernels_take(p.ta, p.tb, p.m, p.n, p.k);
+      // --untaken: the own kernels called directly, past the routing rule.
+      using blas::avx512::Op;
+      const Op op = p.tb == Trans::kYes ? Op::kABt : p.ta == Trans::kYes ? Op::kAtB : Op::kAB;
+      const blas::avx512::WorkspaceSize size = blas::avx512::workspace_size(op, p.m, p.n, p.k);
+      std::vector<float> a_pack(size.a_pack), b_pack(size.b_pack), tile(size.tile);
+      const bool direct = untaken && !taken;
+      auto product = [&](blas::Kernels kernels) {
+        if (direct && kernels == blas::Kernels::kOwn)
+          blas::avx512::gemm(op, p.m, p.n, p.k, a.data(), b.data(), c.data(), false,
+                             {a_pack.data(), b_pack.data(), tile.data()});
+        else
+          blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+      };
       auto timed = [&](blas::Kernels kernels) {
         blas::set_kernels(kernels);
-        blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());  // warm
+        product(kernels);  // warm
         double total = 0.0;
         for (int i = 0; i < calls; ++i) {
           for (float& v : evict) v += 1.0f;
           const auto t0 = std::chrono::steady_clock::now();
-          blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+          product(kernels);
           total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         }
         return total / calls;
@@ -132,12 +152,13 @@ int main(int argc, char** argv) {
         ratio.push_back(to / tw);
       }
       const double flops = 2.0 * p.m * p.n * p.k;
-      const bool taken = blas::own_kernels_take(p.ta, p.tb, p.m, p.n, p.k);
       std::printf("%-24s %5d %5d %5d  %9.1f %9.1f  %5.2fx [%4.2f-%4.2f]%s\n", p.name.c_str(), p.m,
                   p.n, p.k, flops / median(t_openblas) / 1e9, flops / median(t_own) / 1e9,
                   median(ratio), *std::min_element(ratio.begin(), ratio.end()),
                   *std::max_element(ratio.begin(), ratio.end()),
-                  taken ? "" : "  (not taken: OpenBLAS on both sides)");
+                  taken    ? ""
+                  : direct ? "  (not taken in training; own kernels called directly)"
+                           : "  (not taken: OpenBLAS on both sides)");
       if (taken) all_ratios.push_back(median(ratio));
     }
   }

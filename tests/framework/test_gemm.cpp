@@ -159,10 +159,11 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
       {Op::kAB, Trans::kNo, Trans::kNo, 64, 1024, 1024, false},  // dx = dy·W: OpenBLAS
       // dW = dyᵀ·x at 128 samples: own.
       {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 784, 128, true},
-      // Above 128 samples OpenBLAS was measured faster (blas.cpp): dW at 200, and y = x·Wᵀ
-      // over an evaluation chunk of 256.
+      // Above 128 samples OpenBLAS was measured faster for dW (blas.cpp): dW at 200. y = x·Wᵀ
+      // stays own up to an evaluation chunk of 256, and goes to OpenBLAS above.
       {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 784, 200, false},
-      {Op::kABt, Trans::kNo, Trans::kYes, 256, 1024, 784, false},
+      {Op::kABt, Trans::kNo, Trans::kYes, 256, 1024, 784, true},
+      {Op::kABt, Trans::kNo, Trans::kYes, 320, 1024, 784, false},
       {Op::kABt, Trans::kNo, Trans::kYes, 128, 1024, 784, true},
       {Op::kABt, Trans::kNo, Trans::kYes, 32, 1024, 784, false},  // 32 samples: OpenBLAS
       {Op::kABt, Trans::kNo, Trans::kYes, 64, 10, 1024, false},   // 10 outputs: OpenBLAS
