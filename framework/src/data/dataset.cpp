@@ -104,6 +104,12 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
                     "buffers of {} and {}",
                     k, k * per_sample, k, images_out.size(), labels_out.size()));
   const float* images = dataset.images.data();
+  // The samples are scattered over the dataset: ask for all their cache lines first, so the
+  // misses overlap instead of waiting one image at a time.
+  for (std::size_t i = 0; i < k; ++i)
+    if (indices[i] < dataset.size())
+      for (std::size_t e = 0; e < per_sample; e += 16)
+        __builtin_prefetch(images + indices[i] * per_sample + e);
   for (std::size_t i = 0; i < k; ++i) {
     const std::uint64_t s = indices[i];
     if (s >= dataset.size())
