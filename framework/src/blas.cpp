@@ -73,27 +73,29 @@ std::string config() {
   return openblas_get_config();
 }
 
-// The products measured faster on the own kernels: a Linear layer's y = x·Wᵀ (A·Bᵀ) for a
-// batch (m) of 48 to 256 samples, and dW = dyᵀ·x (Aᵀ·B) for a batch (k) of 48 to 128, the
-// feature sizes >= 64. dx = dy·W (A·B) stays with OpenBLAS: bench_gemm (warm caches) had the
-// own A·B ahead by 1.0-1.2x, but in training, where W has left the caches since the forward,
-// it made the backward of mlp.2 slower (ab_train.py --spans, EPYC Zen 5, 2026-12-03: 0.93x the
-// time with OpenBLAS's dx; bench_gemm --cold agrees, 0.84x). Winograd's products (32
-// channels) and the small-channel convolutions stay with OpenBLAS, which was faster there.
-//
-// Above 128 samples OpenBLAS's blocking wins dW (bench_gemm, warm, EPYC Zen 5, 2026-12-03,
-// OpenBLAS time / own time: at 128 0.97x-1.00x, at 256 0.93x/0.95x/0.81x for
-// mlp.0/mlp.2/cnn.7; bench/results/gemm-zen5-samples-64-1024-2026-12-03.txt). For y = x·Wᵀ,
-// after the A·Bᵀ driver's transposes went to blocks of 16, the own kernels lead at 256 samples
-// (1.02x/1.07x/1.05x) and draw level by 512 (1.00x/1.03x/0.98x; bench_gemm --untaken,
-// bench/results/gemm-zen5-abt-128-512-2026-12-03.txt): the evaluation's chunks of 256 take
-// them (bench/results/ab-mlp-n2-eval-abt-256-own-2026-12-03.txt).
+// The products measured faster on the own kernels, on a Linear layer with both feature sizes
+// >= 64 and a batch of at least 48 samples:
+// * y = x·Wᵀ (A·Bᵀ) up to 256 samples. After the A·Bᵀ driver's transposes went to blocks of
+//   16, the own kernels lead OpenBLAS at 256 samples (1.02x/1.07x/1.05x for mlp.0/mlp.2/cnn.7,
+//   OpenBLAS time / own time) and draw level by 512 (1.00x/1.03x/0.98x; bench_gemm --untaken,
+//   bench/results/gemm-zen5-abt-128-512-2026-12-03.txt); the evaluation's chunks of 256 take
+//   them (bench/results/ab-mlp-n2-eval-abt-256-own-2026-12-03.txt).
+// * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins (at 256
+//   0.93x/0.95x/0.81x; bench/results/gemm-zen5-samples-64-1024-2026-12-03.txt).
+// * dx = dy·W (A·B) while dx itself is at most 64 x 1024 floats (256 KB): the B-streaming
+//   driver keeps all of it in a scratch tile, which must stay in L2. mlp.2 at 64 samples:
+//   1.47x warm, 1.13x cold; cnn.7 (3136 wide) at 64 0.86x cold, and mlp.2 at 128 0.97x cold
+//   (bench/results/gemm-zen5-dx-streamed-2026-12-03.txt).
+// Winograd's products (32 channels) and the small-channel convolutions stay with OpenBLAS,
+// which was faster there; so does the 10-class output layer.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
   constexpr int kMinBatch = 48, kMaxBatchAtB = 128, kMaxBatchABt = 256, kMinFeatures = 64;
+  constexpr long kMaxStreamedC = 64 * 1024;  // A·B: elements of C the scratch tile holds
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
   if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
     return k >= kMinBatch && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;
-  if (trans_b == Trans::kNo) return false;  // A·B
+  if (trans_b == Trans::kNo)  // A·B: the batch is m
+    return m >= kMinBatch && long(m) * n <= kMaxStreamedC && n >= kMinFeatures && k >= kMinFeatures;
   return m >= kMinBatch && m <= kMaxBatchABt && n >= kMinFeatures && k >= kMinFeatures;
 }
 

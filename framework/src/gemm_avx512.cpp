@@ -10,11 +10,13 @@
 // in MR·NV zmm accumulators; per k it loads NV vectors of one row of B and broadcasts MR
 // scalars of A:   acc[r][q] += A(r, k) · B(k, 16q .. 16q+15)
 //
-// Two drivers:
-// * packed (C = A·B and C = Aᵀ·B: a layer's dx = dy·W and dW = dyᵀ·x; blas.cpp routes only
-//   Aᵀ·B here, see own_kernels_take): GotoBLAS blocking.
-//   B is copied in blocks of KC x NC into NR-wide panels that stay in L1/L2, A in MR-wide
-//   panels; 8 x 48 tiles (24 accumulators), which split a 64-sample batch without waste.
+// Three drivers:
+// * packed (C = Aᵀ·B: a layer's dW = dyᵀ·x): GotoBLAS blocking. B is copied in blocks of
+//   KC x NC into NR-wide panels that stay in L1/L2, A in MR-wide panels; 8 x 48 tiles (24
+//   accumulators), which split a 64-sample batch without waste.
+// * B-streaming (C = A·B: dx = dy·W): the weights are read in place, block of rows after
+//   block of rows as they lie in memory, the next block prefetched; all of C (m x n, small)
+//   is held in a scratch tile of 8 x 48 tiles meanwhile.
 // * unpacked-weights (C = A·Bᵀ: the forward y = x·Wᵀ): computed as Cᵀ = B·Aᵀ, so the weight
 //   rows are the broadcast side, read straight from W (6 rows at a time, each element once,
 //   the next 6 prefetched), and only the small activation matrix is packed (k x 64,
@@ -34,6 +36,9 @@ namespace {
 #define RT_AVX512 __attribute__((target("avx512f")))
 
 inline int min_int(int a, int b) {
+  return a < b ? a : b;
+}
+inline long min_long(long a, long b) {
   return a < b ? a : b;
 }
 
@@ -91,17 +96,14 @@ RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, l
   }
 }
 
-constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // packed driver's tile
-// Its blocks: depth kKC (64 for A·B, 128 for Aᵀ·B: measured best, bench_gemm; for A·B, 128
-// looked faster in bench_gemm --cold but made the backward of mlp.2 in training 20 % slower,
-// timed per layer from trace.json), kMC rows of A, kNC columns of B (a multiple of kNR; one
-// block covers a 1024-wide layer).
-constexpr int kKCMax = 128, kMC = 64, kNC = 22 * kNR;
+constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // the 8 x 48 tile of both A·B drivers
+// The packed driver's blocks: depth kKC (128: measured best, bench_gemm), kMC rows of A, kNC
+// columns of B (a multiple of kNR; one block covers a 1024-wide layer).
+constexpr int kKC = 128, kMC = 64, kNC = 22 * kNR;
 
-// A(i, k) = a[i·ars + k·aks], B(k, j) = b[k·ldb + j]; C (m x n, ldc = n).
-RT_AVX512 void gemm_packed(int kKC, int m, int n, int k, const float* a, long ars, long aks,
-                           const float* b, long ldb, float* c, bool accumulate,
-                           const Workspace& ws) {
+// C (m x n) = Aᵀ·B, A stored (k x m), B (k x n).
+RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, float* c,
+                           bool accumulate, const Workspace& ws) {
   // C written once (one k block, nothing to add): non-temporal stores, which skip reading the
   // lines of C before overwriting them (a layer's dW is megabytes, long out of cache).
   const bool stream = !accumulate && k <= kKC;
@@ -114,8 +116,8 @@ RT_AVX512 void gemm_packed(int kKC, int m, int n, int k, const float* a, long ar
       for (int jr = 0; jr < nc; jr += kNR) {
         float* dst = ws.b_pack + static_cast<long>(jr) * kc;
         const int w = min_int(kNR, nc - jr);
-        const float* src = b + static_cast<long>(p0) * ldb + (j0 + jr);
-        for (int kk = 0; kk < kc; ++kk, src += ldb)
+        const float* src = b + static_cast<long>(p0) * n + (j0 + jr);
+        for (int kk = 0; kk < kc; ++kk, src += n)
 #pragma GCC unroll 4
           for (int q = 0; q < kNV; ++q)
             _mm512_storeu_ps(dst + kk * kNR + 16 * q,
@@ -123,20 +125,14 @@ RT_AVX512 void gemm_packed(int kKC, int m, int n, int k, const float* a, long ar
       }
       for (int i0 = 0; i0 < m; i0 += kMC) {
         const int mc = min_int(kMC, m - i0);
-        // A block (mc x kc) -> panels of kMR rows, zero padded: apack[ir·kc + kk·kMR + r]
+        // A block (mc x kc) -> panels of kMR rows, zero padded: apack[ir·kc + kk·kMR + r];
+        // Aᵀ is stored, so that is kMR consecutive floats per k
         for (int ir = 0; ir < mc; ir += kMR) {
           float* dst = ws.a_pack + static_cast<long>(ir) * kc;
           const int h = min_int(kMR, mc - ir);
-          if (ars == 1) {  // Aᵀ stored: kMR consecutive floats per k
-            const float* src = a + static_cast<long>(p0) * aks + (i0 + ir);
-            for (int kk = 0; kk < kc; ++kk, src += aks)
-              _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR),
-                                    _mm512_maskz_loadu_ps(lanes(h), src));
-          } else {  // A stored row-major: a transpose of h rows
-            for (int kk = 0; kk < kc; ++kk)
-              for (int r = 0; r < kMR; ++r)
-                dst[kk * kMR + r] = r < h ? a[(i0 + ir + r) * ars + (p0 + kk) * aks] : 0.0f;
-          }
+          const float* src = a + static_cast<long>(p0) * m + (i0 + ir);
+          for (int kk = 0; kk < kc; ++kk, src += m)
+            _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR), _mm512_maskz_loadu_ps(lanes(h), src));
         }
         for (int jr = 0; jr < nc; jr += kNR)
           for (int ir = 0; ir < mc; ir += kMR)
@@ -148,6 +144,99 @@ RT_AVX512 void gemm_packed(int kKC, int m, int n, int k, const float* a, long ar
     }
   }
   if (stream) _mm_sfence();  // order the streamed stores before whatever reads C next
+}
+
+// B-streaming driver (C = A·B with A a small batch: a layer's dx = dy·W). B, the weight
+// matrix, is read in place, in the order it lies in memory: k runs outermost, in blocks of
+// kStreamKB rows, and each block (kStreamKB x n, contiguous: 256 KB for a 1024-wide layer)
+// is fetched from memory once, prefetched a block ahead, while the block before it is
+// computed. All of C stays in a scratch tile meanwhile (m x n: 256 KB at 64 samples), its
+// 8 x 48 tiles loaded, advanced by the block's kStreamKB rows and stored back. A is packed
+// once, transposed into panels of kMR rows.
+//
+// The packed driver above packs B block by block in column panels: for dx that is a 4 MB
+// copy of W read across rows 4 KiB apart, and it ran at 0.84-0.93x OpenBLAS in training.
+// Reading W in place but column panel by column panel (C's tile in L1) was 1.33x OpenBLAS
+// warm, and 1.02x the time in training: there W comes from memory, and only an order the
+// prefetchers and the block-ahead prefetch can follow keeps the FMAs fed.
+constexpr int kStreamKB = 64;
+
+// C (m x n) = A·B, A (m x k) row-major, B (k x n).
+RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, const float* b, float* c,
+                             bool accumulate, const Workspace& ws) {
+  const int panels = (m + kMR - 1) / kMR, jpanels = (n + kNR - 1) / kNR;
+  // apack[p·k·MR + kk·MR + r] = A[p·MR + r][kk], zero padded; in blocks of 16 k (one line of
+  // a row of A), as gemm_abt's transpose
+  for (int p = 0; p < panels; ++p) {
+    float* dst = ws.a_pack + static_cast<long>(p) * k * kMR;
+    const int h = min_int(kMR, m - p * kMR);
+    for (int k0 = 0; k0 < k; k0 += 16)
+      for (int r = 0; r < kMR; ++r)
+        for (int kk = k0; kk < min_int(k, k0 + 16); ++kk)
+          dst[kk * kMR + r] = r < h ? a[static_cast<long>(p * kMR + r) * k + kk] : 0.0f;
+  }
+  // tile[(jp·panels + p)·MR·NR + r·NR + j] = C[p·MR + r][jp·NR + j], summed from zero
+  float* const tile = ws.tile;
+  for (long e = 0; e < static_cast<long>(jpanels) * panels * kMR * kNR; e += 16)
+    _mm512_storeu_ps(tile + e, _mm512_setzero_ps());
+  const long calls = static_cast<long>(jpanels) * panels;
+  for (int k0 = 0; k0 < k; k0 += kStreamKB) {
+    const int kb = min_int(kStreamKB, k - k0);
+    // The next block's lines, a few per tile call, so the whole block is asked for by the
+    // time this one is done.
+    const int next_rows = min_int(kStreamKB, k - k0 - kb);
+    const char* next = reinterpret_cast<const char*>(b + static_cast<long>(k0 + kb) * n);
+    const long next_lines = (static_cast<long>(next_rows) * n * 4 + 63) / 64;
+    const long per_call = (next_lines + calls - 1) / calls;
+    long call = 0;
+    for (int jp = 0; jp < jpanels; ++jp) {
+      const int j0 = jp * kNR;
+      const __mmask16 m0 = lanes(n - j0), m1 = lanes(n - j0 - 16), m2 = lanes(n - j0 - 32);
+      for (int p = 0; p < panels; ++p, ++call) {
+        float* t = tile + (static_cast<long>(jp) * panels + p) * kMR * kNR;
+        const float* ap = ws.a_pack + (static_cast<long>(p) * k + k0) * kMR;
+        const long pf_begin = min_long(call * per_call, next_lines);
+        const long pf_end = min_long(pf_begin + per_call, next_lines);
+        __m512 acc[kMR][kNV];
+#pragma GCC unroll 8
+        for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+          for (int q = 0; q < kNV; ++q) acc[r][q] = _mm512_loadu_ps(t + r * kNR + 16 * q);
+        for (int kk = 0; kk < kb; ++kk) {
+          if (pf_begin + kk < pf_end) _mm_prefetch(next + (pf_begin + kk) * 64, _MM_HINT_T1);
+          const float* row = b + static_cast<long>(k0 + kk) * n + j0;
+          const __m512 b0 = _mm512_maskz_loadu_ps(m0, row);
+          const __m512 b1 = _mm512_maskz_loadu_ps(m1, row + 16);
+          const __m512 b2 = _mm512_maskz_loadu_ps(m2, row + 32);
+#pragma GCC unroll 8
+          for (int r = 0; r < kMR; ++r) {
+            const __m512 av = _mm512_set1_ps(ap[kk * kMR + r]);
+            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
+          }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+          for (int q = 0; q < kNV; ++q) _mm512_storeu_ps(t + r * kNR + 16 * q, acc[r][q]);
+      }
+    }
+  }
+  // C (+)= tile
+  for (int jp = 0; jp < jpanels; ++jp)
+    for (int i = 0; i < m; ++i) {
+      const float* t =
+          tile + (static_cast<long>(jp) * panels + i / kMR) * kMR * kNR + (i % kMR) * kNR;
+      float* row = c + static_cast<long>(i) * n + jp * kNR;
+#pragma GCC unroll 3
+      for (int q = 0; q < kNV; ++q) {
+        const __mmask16 mask = lanes(n - jp * kNR - 16 * q);
+        __m512 v = _mm512_loadu_ps(t + 16 * q);
+        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, row + 16 * q));
+        _mm512_mask_storeu_ps(row + 16 * q, mask, v);
+      }
+    }
 }
 
 // Unpacked-weights micro-kernel: D[r][0 .. 16·NV) += Σ_k w[r·ldw + k] · xp[k·NR + ..], for
@@ -245,22 +334,27 @@ RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, const float* b, flo
 }  // namespace
 
 WorkspaceSize workspace_size(Op op, int m, int n, int k) {
-  if (op == Op::kABt)
-    return {static_cast<std::size_t>(k) * kRowsNR, 0, static_cast<std::size_t>(n) * kRowsNR};
-  (void)m;
-  (void)n;
-  (void)k;
-  return {static_cast<std::size_t>(kKCMax) * kMC, static_cast<std::size_t>(kKCMax) * kNC, 0};
+  const auto panels = static_cast<std::size_t>((m + kMR - 1) / kMR);
+  const auto jpanels = static_cast<std::size_t>((n + kNR - 1) / kNR);
+  switch (op) {
+    case Op::kABt:
+      return {static_cast<std::size_t>(k) * kRowsNR, 0, static_cast<std::size_t>(n) * kRowsNR};
+    case Op::kAB:
+      return {panels * kMR * static_cast<std::size_t>(k), 0, panels * kMR * jpanels * kNR};
+    case Op::kAtB:
+      break;
+  }
+  return {static_cast<std::size_t>(kKC) * kMC, static_cast<std::size_t>(kKC) * kNC, 0};
 }
 
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
           const Workspace& ws) {
   switch (op) {
     case Op::kAB:  // A (m x k) row-major
-      gemm_packed(64, m, n, k, a, k, 1, b, n, c, accumulate, ws);
+      gemm_streamed(m, n, k, a, b, c, accumulate, ws);
       break;
     case Op::kAtB:  // A stored (k x m)
-      gemm_packed(kKCMax, m, n, k, a, 1, m, b, n, c, accumulate, ws);
+      gemm_packed(m, n, k, a, b, c, accumulate, ws);
       break;
     case Op::kABt:
       gemm_abt(m, n, k, a, b, c, accumulate, ws);
