@@ -155,10 +155,11 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, 
 // once, transposed into panels of kMR rows.
 //
 // The packed driver above packs B block by block in column panels: for dx that is a 4 MB
-// copy of W read across rows 4 KiB apart, and it ran at 0.84-0.93x OpenBLAS in training.
-// Reading W in place but column panel by column panel (C's tile in L1) was 1.33x OpenBLAS
-// warm, and 1.02x the time in training: there W comes from memory, and only an order the
-// prefetchers and the block-ahead prefetch can follow keeps the FMAs fed.
+// copy of W read across rows 4 KiB apart, and it lost to OpenBLAS once W was out of cache
+// (bench/README-gemm.md). Reading W in place but column panel by column panel (C's tile in
+// L1) was 1.33x OpenBLAS warm, and took 1.02x the time in training: there W comes from
+// memory, and only an order the prefetchers and the block-ahead prefetch can follow keeps
+// the FMAs fed.
 constexpr int kStreamKB = 64;
 
 // C (m x n) = A·B, A (m x k) row-major, B (k x n).
