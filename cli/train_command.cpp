@@ -152,23 +152,26 @@ void add_train(CLI::App& app, Runner& run) {
                    "end the job if a rank is stuck this long in one phase (0: automatic, 100 x "
                    "step time, at least 60 s)")
       ->capture_default_str();
-  // Fault injection for the test suite: hidden from --help (empty group).
-  train->add_option("--test-nan-rank", c.hooks.nan_rank)->group("");
-  train->add_option("--test-nan-step", c.hooks.nan_step)->group("");
-  train->add_option("--test-perturb-rank", c.hooks.perturb_rank)->group("");
-  train->add_option("--test-perturb-step", c.hooks.perturb_step)->group("");
-  train->add_option("--test-hang-rank", c.hooks.hang_rank)->group("");
-  train->add_option("--test-hang-step", c.hooks.hang_step)->group("");
-  train->add_option("--test-hang-s", c.hooks.hang_s)->group("");
-  train->add_option("--test-kill-rank", c.hooks.kill_rank)->group("");
-  train->add_option("--test-kill-step", c.hooks.kill_step)->group("");
-  train->add_option("--test-crash-phase", c.hooks.crash_phase)->group("");
-  train->add_option("--test-crash-step", c.hooks.crash_step)->group("");
-  train->add_option("--test-save-cost-s", c.hooks.save_cost_s)->delimiter(',')->group("");
-  train->add_option("--test-step-s", c.hooks.step_s)->group("");
+  // Fault injection for the test suite: hidden from --help (empty group), and kept out of
+  // the TrainConfig, so no run directory records it as the user's configuration.
+  auto faults = std::make_shared<FaultPlan>();
+  FaultPlan& f = *faults;
+  train->add_option("--test-nan-rank", f.nan_rank)->group("");
+  train->add_option("--test-nan-step", f.nan_step)->group("");
+  train->add_option("--test-perturb-rank", f.perturb_rank)->group("");
+  train->add_option("--test-perturb-step", f.perturb_step)->group("");
+  train->add_option("--test-hang-rank", f.hang_rank)->group("");
+  train->add_option("--test-hang-step", f.hang_step)->group("");
+  train->add_option("--test-hang-s", f.hang_s)->group("");
+  train->add_option("--test-kill-rank", f.kill_rank)->group("");
+  train->add_option("--test-kill-step", f.kill_step)->group("");
+  train->add_option("--test-crash-phase", f.crash_phase)->group("");
+  train->add_option("--test-crash-step", f.crash_step)->group("");
+  train->add_option("--test-save-cost-s", f.save_cost_s)->delimiter(',')->group("");
+  train->add_option("--test-step-s", f.step_s)->group("");
 
-  train->callback([&run, config] {
-    run = [config]() -> int {
+  train->callback([&run, config, faults] {
+    run = [config, faults]() -> int {
       collectives::Communicator comm;
       Trainer trainer(*config, models::make_model(*config), models::input_shape(), comm);
       // A stuck rank ends the whole job (MPI_Abort), not just itself.
@@ -177,6 +180,7 @@ void add_train(CLI::App& app, Runner& run) {
         [[maybe_unused]] auto written = ::write(2, line.data(), line.size());
         MPI_Abort(MPI_COMM_WORLD, 3);
       });
+      trainer.set_fault_injector(make_scripted_faults(*faults));
       trainer.run();
       return 0;
     };

@@ -80,22 +80,27 @@ TEST_CASE("AsyncAllreduce refuses a second start while active") {
   AsyncAllreduce reduction;
   RingOptions options;
   options.check_sizes = false;
-  reduction.start(comm, x, options);
-  // start() already polls, so on a rank whose neighbours were quick the reduction may be
-  // complete; only a rank whose reduction is still active may try (and must fail) to start
-  // another one, or it would begin a collective the other ranks never join.
-  const bool was_active = reduction.active();
-  bool threw = false;
-  if (was_active) {
+  // Rank 0 starts while every other rank waits in the barrier, so its ring cannot complete:
+  // it is active for certain when rank 0 tries (and must fail) to start a second one, which
+  // would begin a collective the other ranks never join. Then the others start too.
+  bool was_active = false, threw = false;
+  if (comm.rank() == 0) {
+    reduction.start(comm, x, options);
+    was_active = reduction.active();
     try {
       reduction.start(comm, x, options);
     } catch (const CollectiveError&) {
       threw = true;
     }
   }
+  MPI_Barrier(comm.handle());
+  if (comm.rank() != 0) reduction.start(comm, x, options);
   reduction.wait();
-  bool ok = (threw || !was_active) && !reduction.active();
+  bool ok = comm.rank() != 0 || (was_active && threw);
+  ok &= !reduction.active();
   for (float v : x) ok &= v == static_cast<float>(comm.size());
+  INFO("rank " << comm.rank() << ": active before the second start " << was_active
+               << ", second start refused " << threw);
   REQUIRE(all_ranks(ok));
 }
 

@@ -18,6 +18,7 @@
 
 using namespace ringtrain::collectives;
 using ringtrain::testing::all_ranks;
+using ringtrain::testing::Facts;
 
 namespace {
 
@@ -70,18 +71,12 @@ bool same_counters(const Counters& a, const Counters& b) {
          a.bytes_received == b.bytes_received;
 }
 
-bool report(bool ok, const std::string& what) {
-  if (!ok)
-    std::fprintf(stderr, "rank %d: FAILED %s\n", ringtrain::testing::world_rank(), what.c_str());
-  return ok;
-}
-
 }  // namespace
 
 TEST_CASE("allreduce_sum: exact sums, counters, agreement with MPI_Allreduce") {
   Communicator comm;
   const int N = comm.size(), r = comm.rank();
-  bool ok = true;
+  Facts facts;
   for (std::size_t M : element_counts(N)) {
     std::vector<float> oracle = inputs(r, M);
     if (N > 1 && M > 0)
@@ -93,18 +88,18 @@ TEST_CASE("allreduce_sum: exact sums, counters, agreement with MPI_Allreduce") {
       const std::string what = "allreduce M=" + std::to_string(M) + " " + name;
       for (std::size_t i = 0; i < M; ++i)
         if (x[i] != expected_sum(N, i)) {
-          ok = report(false, what + " element " + std::to_string(i) + " = " + std::to_string(x[i]));
+          facts.check(false, what + " element " + std::to_string(i) + " = " + std::to_string(x[i]));
           break;
         }
-      ok &= report(M == 0 || std::memcmp(x.data(), oracle.data(), M * sizeof(float)) == 0,
-                   what + " differs from MPI_Allreduce");
+      facts.check(M == 0 || std::memcmp(x.data(), oracle.data(), M * sizeof(float)) == 0,
+                  what + " differs from MPI_Allreduce");
       const Counters expected = options.algorithm == Algorithm::kMpi
                                     ? Counters{}
                                     : expected_counters(Collective::kAllreduce, M, N, r);
-      ok &= report(same_counters(c, expected), what + " counters");
+      facts.check(same_counters(c, expected), what + " counters");
     }
   }
-  REQUIRE(all_ranks(ok));
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("allreduce_sum counters: N-1 rounds per phase, 2M(N-1)/N bytes when N divides M") {
@@ -121,7 +116,7 @@ TEST_CASE("reduce_scatter_sum: rank r owns the full sum of chunk r") {
   Communicator comm;
   const int N = comm.size(), r = comm.rank();
   const auto n = static_cast<std::size_t>(N), rank = static_cast<std::size_t>(r);
-  bool ok = true;
+  Facts facts;
   for (std::size_t M : element_counts(N)) {
     for (const auto& [name, options] : option_sets(M)) {
       std::vector<float> x = inputs(r, M);
@@ -130,22 +125,22 @@ TEST_CASE("reduce_scatter_sum: rank r owns the full sum of chunk r") {
       const std::size_t begin = chunk_begin(M, n, rank), size = chunk_size(M, n, rank);
       for (std::size_t i = begin; i < begin + size; ++i)
         if (x[i] != expected_sum(N, i)) {
-          ok = report(false, what + " element " + std::to_string(i));
+          facts.check(false, what + " element " + std::to_string(i));
           break;
         }
       if (options.algorithm == Algorithm::kRing)
-        ok &= report(same_counters(c, expected_counters(Collective::kReduceScatter, M, N, r)),
-                     what + " counters");
+        facts.check(same_counters(c, expected_counters(Collective::kReduceScatter, M, N, r)),
+                    what + " counters");
     }
   }
-  REQUIRE(all_ranks(ok));
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("all_gather: rank r contributes chunk r, everyone ends with everything") {
   Communicator comm;
   const int N = comm.size(), r = comm.rank();
   const auto n = static_cast<std::size_t>(N);
-  bool ok = true;
+  Facts facts;
   for (std::size_t M : element_counts(N)) {
     for (const auto& [name, options] : option_sets(M)) {
       // Own chunk: the owner's inputs; elsewhere garbage that must be overwritten.
@@ -159,16 +154,16 @@ TEST_CASE("all_gather: rank r contributes chunk r, everyone ends with everything
         for (std::size_t i = chunk_begin(M, n, owner);
              i < chunk_begin(M, n, owner) + chunk_size(M, n, owner); ++i)
           if (x[i] != input(static_cast<int>(owner), i)) {
-            ok = report(false, what + " element " + std::to_string(i));
+            facts.check(false, what + " element " + std::to_string(i));
             owner = n;
             break;
           }
       if (options.algorithm == Algorithm::kRing)
-        ok &= report(same_counters(c, expected_counters(Collective::kAllGather, M, N, r)),
-                     what + " counters");
+        facts.check(same_counters(c, expected_counters(Collective::kAllGather, M, N, r)),
+                    what + " counters");
     }
   }
-  REQUIRE(all_ranks(ok));
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("repeated calls are bitwise identical, and identical on every rank") {
@@ -185,7 +180,9 @@ TEST_CASE("repeated calls are bitwise identical, and identical on every rank") {
   std::vector<float> first = original, second = original;
   run_collective(transfer, comm, first, Collective::kAllreduce, options);
   run_collective(transfer, comm, second, Collective::kAllreduce, options);
-  bool ok = std::memcmp(first.data(), second.data(), M * sizeof(float)) == 0;
+  Facts facts;
+  facts.check(std::memcmp(first.data(), second.data(), M * sizeof(float)) == 0,
+              "two runs of the same allreduce differ");
 
   // Every rank holds the same bits: compare a checksum across ranks.
   std::uint64_t hash = 1469598103934665603ull;
@@ -196,14 +193,17 @@ TEST_CASE("repeated calls are bitwise identical, and identical on every rank") {
   }
   std::uint64_t lo = 0, hi = 0;
   allreduce_min_max(comm, hash, lo, hi);
-  ok &= lo == hi;
+  facts.check(lo == hi, "ranks hold different sums");
 
   // And it is the sum, to float accuracy (the order differs from MPI's).
   std::vector<float> oracle = original;
   MPI_Allreduce(MPI_IN_PLACE, oracle.data(), static_cast<int>(M), MPI_FLOAT, MPI_SUM,
                 comm.handle());
-  for (std::size_t i = 0; i < M; ++i) ok &= std::abs(first[i] - oracle[i]) <= 1e-5f;
-  REQUIRE(all_ranks(ok));
+  for (std::size_t i = 0; i < M; ++i)
+    if (!facts.check(std::abs(first[i] - oracle[i]) <= 1e-5f,
+                     "element " + std::to_string(i) + " is not MPI_Allreduce's sum"))
+      break;
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("ranks whose sizes disagree all raise the same clear error, and the ring still works") {
@@ -221,18 +221,19 @@ TEST_CASE("ranks whose sizes disagree all raise the same clear error, and the ri
     threw = true;
     message = e.what();
   }
-  bool ok = report(threw, "no CollectiveError on size mismatch");
-  ok &= report(message.find("different lengths") != std::string::npos &&
-                   message.find("rank 0: 100") != std::string::npos &&
-                   message.find("rank " + std::to_string(N - 1) + ": 101") != std::string::npos &&
-                   message.find("allreduce_sum") != std::string::npos,
-               "unclear message: " + message);
-  ok &= report(x == untouched, "data moved before the size check");
+  Facts facts;
+  facts.check(threw, "no CollectiveError on size mismatch");
+  facts.check(message.find("different lengths") != std::string::npos &&
+                  message.find("rank 0: 100") != std::string::npos &&
+                  message.find("rank " + std::to_string(N - 1) + ": 101") != std::string::npos &&
+                  message.find("allreduce_sum") != std::string::npos,
+              "unclear message: " + message);
+  facts.check(x == untouched, "data moved before the size check");
 
   // The same message on every rank.
   std::uint64_t h = std::hash<std::string>{}(message), lo = 0, hi = 0;
   allreduce_min_max(comm, h, lo, hi);
-  ok &= report(lo == hi, "ranks raised different messages");
+  facts.check(lo == hi, "ranks raised different messages");
 
   // The other entry points check too.
   int raised = 0;
@@ -257,26 +258,29 @@ TEST_CASE("ranks whose sizes disagree all raise the same clear error, and the ri
   } catch (const CollectiveError&) {
     ++raised;
   }
-  ok &= report(raised == 4, "not every entry point checked sizes");
+  facts.check(raised == 4, "not every entry point checked sizes");
 
   // Nothing is left in flight: a correct call afterwards works.
   std::vector<float> y = inputs(r, 1000);
   allreduce_sum(comm, y);
-  for (std::size_t i = 0; i < y.size(); ++i) ok &= y[i] == expected_sum(N, i);
-  REQUIRE(all_ranks(ok));
+  for (std::size_t i = 0; i < y.size(); ++i)
+    if (!facts.check(y[i] == expected_sum(N, i),
+                     "a correct call after the refusals: element " + std::to_string(i)))
+      break;
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("broadcast from every root") {
   Communicator comm;
   const int N = comm.size(), r = comm.rank();
-  bool ok = true;
+  Facts facts;
   for (int root = 0; root < N; ++root)
     for (std::size_t M : element_counts(N))
       for (const auto& [name, options] : option_sets(M)) {
         std::vector<float> x = r == root ? inputs(root, M) : std::vector<float>(M, -7.0f);
         broadcast(comm, x, root, options);
-        ok &= report(x == inputs(root, M), "broadcast root " + std::to_string(root) +
-                                               " M=" + std::to_string(M) + " " + name);
+        facts.check(x == inputs(root, M), "broadcast root " + std::to_string(root) +
+                                              " M=" + std::to_string(M) + " " + name);
       }
   bool threw = false;
   std::vector<float> x(4);
@@ -285,22 +289,26 @@ TEST_CASE("broadcast from every root") {
   } catch (const CollectiveError&) {
     threw = true;
   }
-  REQUIRE(all_ranks(ok && threw));
+  facts.check(threw, "no CollectiveError for a root outside the communicator");
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("every wait policy gives the same answer") {
   Communicator comm;
   const int N = comm.size(), r = comm.rank();
-  bool ok = true;
+  Facts facts;
   for (WaitPolicy p : {WaitPolicy::kSpin, WaitPolicy::kYield, WaitPolicy::kSleep}) {
     RingOptions options;
     options.wait = p;
     options.segment_bytes = 4096;
     std::vector<float> x = inputs(r, 5003);
     allreduce_sum(comm, x, options);
-    for (std::size_t i = 0; i < x.size(); ++i) ok &= x[i] == expected_sum(N, i);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!facts.check(x[i] == expected_sum(N, i),
+                       "wait policy " + std::to_string(int(p)) + ": element " + std::to_string(i)))
+        break;
   }
-  REQUIRE(all_ranks(ok));
+  REQUIRE_ALL_RANKS(facts);
   REQUIRE(parse_wait_policy("yield") == WaitPolicy::kYield);
   REQUIRE_THROWS_AS(parse_wait_policy("nap"), CollectiveError);
   REQUIRE(resolve_wait_policy(WaitPolicy::kAuto, comm) ==

@@ -1,12 +1,6 @@
 # Script mode: install the build tree into WORK_DIR/prefix, build the consumer against it.
 file(REMOVE_RECURSE ${WORK_DIR})
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
 foreach(f bin/ringtrain lib/libringtrain_framework.a lib/pkgconfig/ringtrain.pc
           lib/cmake/ringtrain/ringtrainConfig.cmake include/ringtrain/framework/sequential.hpp)

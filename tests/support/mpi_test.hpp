@@ -4,6 +4,8 @@
 
 #include <mpi.h>
 
+#include <string>
+
 namespace ringtrain::testing {
 
 // True on every rank iff `ok` is true on every rank. Collective.
@@ -25,4 +27,27 @@ inline int world_size() {
   return n;
 }
 
+// The facts a test checks on this rank, and in words the ones that failed. Ranks agree on the
+// verdict before they REQUIRE (REQUIRE_ALL_RANKS), and each rank prints what failed on it.
+class Facts {
+ public:
+  // Records `fact`; when it is false, `what` says what was seen instead. Returns `fact`.
+  bool check(bool fact, const std::string& what) {
+    if (!fact) why_ += what + "; ";
+    return fact;
+  }
+  bool hold() const { return why_.empty(); }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string why_;
+};
+
 }  // namespace ringtrain::testing
+
+// Fails on every rank if a fact failed on any rank, printing this rank's failures.
+#define REQUIRE_ALL_RANKS(facts)                                                  \
+  do {                                                                            \
+    INFO("rank " << ::ringtrain::testing::world_rank() << ": " << (facts).why()); \
+    REQUIRE(::ringtrain::testing::all_ranks((facts).hold()));                     \
+  } while (false)

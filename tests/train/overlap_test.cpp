@@ -96,12 +96,11 @@ TEST_CASE("step account: exposed <= comm, compute + exposed = measured step time
     TrainConfig config = overlap_config(40);
     config.log_every = 10;
     config.overlap = overlap;
-    bool ok = true;
-    std::string why;
+    Facts facts;
     train_on(config, MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
       if (world_rank() != 0) return;
       const auto windows = read_metrics(run);
-      ok = windows.size() == 4;
+      facts.check(windows.size() == 4, fmt::format("{} metrics windows, not 4", windows.size()));
       for (const auto& w : windows) {
         const auto& pr = w["per_rank"];
         for (int r = 0; r < world_size(); ++r) {
@@ -111,17 +110,19 @@ TEST_CASE("step account: exposed <= comm, compute + exposed = measured step time
           const bool good = exposed <= comm && exposed >= 0 &&
                             std::abs(compute + exposed - step) <= kShare * step + kSlackS &&
                             collectives >= 2 && (overlap != "off" || exposed == comm);
-          if (!good)
-            why += fmt::format(
-                "window {} rank {}: step {:.3g} compute {:.3g} comm {:.3g} "
-                "exposed {:.3g} collectives {}; ",
-                w["step"].get<int>(), r, step, compute, comm, exposed, collectives);
-          ok = ok && good;
+          facts.check(good, fmt::format("window {} rank {}: step {:.3g} compute {:.3g} comm {:.3g} "
+                                        "exposed {:.3g} collectives {}",
+                                        w["step"].get<int>(), r, step, compute, comm, exposed,
+                                        collectives));
         }
         // Rank 0's figures at the top level, overlap_fraction = 1 - exposed / comm.
-        ok = ok && w["compute_s"] == pr["compute_s"][0] &&
-             std::abs(w["overlap_fraction"].get<double>() -
-                      (1.0 - w["exposed_s"].get<double>() / w["comm_s"].get<double>())) < 1e-12;
+        facts.check(
+            w["compute_s"] == pr["compute_s"][0] &&
+                std::abs(w["overlap_fraction"].get<double>() -
+                         (1.0 - w["exposed_s"].get<double>() / w["comm_s"].get<double>())) < 1e-12,
+            fmt::format("window {}: top-level figures are not rank 0's, or "
+                        "overlap_fraction is not 1 - exposed/comm",
+                        w["step"].get<int>()));
         // Alternating: 5 steps of each mode per 10-step window, so each figure's two mode
         // means average to the window's, and the off steps expose all they communicate; the
         // other runs have one mode and no such keys.
@@ -134,20 +135,20 @@ TEST_CASE("step account: exposed <= comm, compute + exposed = measured step time
             const bool timed = figure != "exposed_s";
             const bool good = (timed ? on > 0 && off > 0 : on >= 0 && off >= 0) &&
                               std::abs((on + off) / 2 - all) <= 1e-9 * all + 1e-15;
-            if (!good)
-              why += fmt::format("window {} {}: on {:.3g} off {:.3g} all {:.3g}; ",
-                                 w["step"].get<int>(), figure, on, off, all);
-            ok = ok && good;
+            facts.check(good, fmt::format("window {} {}: on {:.3g} off {:.3g} all {:.3g}",
+                                          w["step"].get<int>(), figure, on, off, all));
           }
-          ok = ok && w["exposed_s_overlap_off"] == w["comm_s_overlap_off"];
+          facts.check(w["exposed_s_overlap_off"] == w["comm_s_overlap_off"],
+                      "steps without overlap exposed less than they communicated");
         } else {
-          ok = ok && paired == (overlap == "alternate");
-          if (overlap == "alternate") why += "a window without both modes' step times; ";
+          facts.check(paired == (overlap == "alternate"),
+                      overlap == "alternate" ? "a window without both modes' step times"
+                                             : "per-mode figures in a run of one mode");
         }
       }
     });
-    INFO("overlap " << overlap << ", N = " << world_size() << ": " << why);
-    REQUIRE(all_ranks(ok));
+    INFO("overlap " << overlap << ", N = " << world_size());
+    REQUIRE_ALL_RANKS(facts);
   }
 }
 
@@ -161,39 +162,32 @@ TEST_CASE("samples/s: evaluations and saves inside a window are not step time") 
   config.evaluate = true;
   config.eval_every = 4;
   config.checkpoint_every = std::to_string(5);  // (a literal trips GCC 12's -Wrestrict)
-  bool ok = true;
-  std::string why;
+  Facts facts;
   train_on(config, MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
     if (world_rank() != 0) return;
     const auto windows = read_metrics(run);
-    ok = windows.size() == 3;
+    facts.check(windows.size() == 3, fmt::format("{} metrics windows, not 3", windows.size()));
     for (const auto& w : windows) {
       const double samples = double(config.global_batch * config.log_every);
       const double implied_step_s =
           samples / w["samples_per_s"].get<double>() / double(config.log_every);
       const double step_s = w["per_rank"]["step_s"][0];
-      const bool good = implied_step_s >= 0.9 * step_s;
-      if (!good)
-        why +=
-            fmt::format("window {}: samples/s implies {:.3g} s per step, rank 0 measured {:.3g}; ",
-                        w["step"].get<int>(), implied_step_s, step_s);
-      ok = ok && good;
+      facts.check(
+          implied_step_s >= 0.9 * step_s,
+          fmt::format("window {}: samples/s implies {:.3g} s per step, rank 0 measured {:.3g}",
+                      w["step"].get<int>(), implied_step_s, step_s));
     }
   });
-  INFO("N = " << world_size() << ": " << why);
-  REQUIRE(all_ranks(ok));
+  INFO("N = " << world_size());
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("trace.json: every rank's spans, bounded by --trace-steps, clocks aligned") {
   TrainConfig config = overlap_config(6);
   config.trace_steps = 3;
   const int N = world_size();
-  bool ok = true;
-  std::string why;
-  auto expect = [&](bool fact, const std::string& what) {
-    if (!fact) why += what + "; ";
-    ok = ok && fact;
-  };
+  Facts facts;
+  auto expect = [&](bool fact, const std::string& what) { facts.check(fact, what); };
   const RunOutput out = train_on(config, MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
     if (world_rank() != 0) return;
     std::ifstream in(run / "trace.json");
@@ -245,6 +239,5 @@ TEST_CASE("trace.json: every rank's spans, bounded by --trace-steps, clocks alig
                            ring_bytes[{r, s}], gradient_bytes));
       }
   });
-  INFO(why);
-  REQUIRE(all_ranks(ok));
+  REQUIRE_ALL_RANKS(facts);
 }

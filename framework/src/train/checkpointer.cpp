@@ -9,13 +9,10 @@
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // True on every rank iff `ok` on every rank (one small allreduce).
 bool all_agree(const collectives::Communicator& comm, bool ok) {

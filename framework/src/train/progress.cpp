@@ -5,20 +5,15 @@
 
 #include <chrono>
 
+#include "ringtrain/framework/train/now.hpp"
+
 namespace ringtrain {
-namespace {
-
-double now_s() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
-Progress::Progress(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every,
-                   bool enabled)
-    : out_(out), total_(total_steps), log_every_(log_every == 0 ? 1 : log_every),
-      enabled_(enabled), terminal_(enabled && isatty(fileno(out)) != 0) {}
+Progress::Progress(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every, bool enabled)
+    : out_(out),
+      total_(total_steps),
+      log_every_(log_every == 0 ? 1 : log_every),
+      enabled_(enabled),
+      terminal_(enabled && isatty(fileno(out)) != 0) {}
 
 void Progress::update(std::uint64_t step, const std::string& status, bool force) {
   if (!enabled_) return;
@@ -35,8 +30,8 @@ void Progress::update(std::uint64_t step, const std::string& status, bool force)
     std::fflush(out_);
     bar_drawn_ = true;
   } else if (force || step % log_every_ == 0 || step == total_) {
-    std::fprintf(out_, "step %llu/%llu %s\n", (unsigned long long)step,
-                 (unsigned long long)total_, status.c_str());
+    std::fprintf(out_, "step %llu/%llu %s\n", (unsigned long long)step, (unsigned long long)total_,
+                 status.c_str());
     std::fflush(out_);
   }
 }

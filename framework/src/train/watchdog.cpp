@@ -1,21 +1,15 @@
 // Watchdog thread (see watchdog.hpp).
 #include "ringtrain/framework/train/watchdog.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
-#include <fmt/format.h>
+#include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 void default_watchdog_action(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
@@ -23,7 +17,9 @@ void default_watchdog_action(const std::string& message) {
 }
 
 Watchdog::Watchdog(int rank, double limit_s, Action action)
-    : rank_(rank), limit_s_(limit_s), action_(action ? std::move(action) : default_watchdog_action) {
+    : rank_(rank),
+      limit_s_(limit_s),
+      action_(action ? std::move(action) : default_watchdog_action) {
   if (limit_s > 0) thread_ = std::thread([this] { watch(); });
 }
 
@@ -42,22 +38,26 @@ void Watchdog::enter(const char* phase, std::uint64_t step) {
   phase_.store(phase);
 }
 
-void Watchdog::leave() { phase_.store(nullptr); }
+void Watchdog::leave() {
+  phase_.store(nullptr);
+}
 
 void Watchdog::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   // Wake a few times a second to compare the phase's age with the limit; the wait ends
   // early only when the watchdog is destroyed.
-  while (!stop_signal_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
+  while (
+      !stop_signal_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
     const char* phase = phase_.load();
     const double limit = limit_s_.load();
     if (phase == nullptr || limit <= 0) continue;
     const double age = now_s() - since_s_.load();
     if (age > limit) {
-      action_(fmt::format("ringtrain: rank {}: watchdog: stuck in '{}' of step {} for {:.1f} s "
-                          "(limit {:.1f} s; set it with --watchdog-s): another rank may have died "
-                          "or hangs; ending the job",
-                          rank_, phase, step_.load(), age, limit));
+      action_(
+          fmt::format("ringtrain: rank {}: watchdog: stuck in '{}' of step {} for {:.1f} s "
+                      "(limit {:.1f} s; set it with --watchdog-s): another rank may have died "
+                      "or hangs; ending the job",
+                      rank_, phase, step_.load(), age, limit));
       return;
     }
   }

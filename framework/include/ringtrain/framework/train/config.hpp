@@ -52,14 +52,14 @@ struct TrainConfig {
   std::string collective = "ring";       // ring | mpi
 
   // overlap of the gradient sum with backward (gradient_reducer.hpp)
-  std::size_t bucket_bytes = 0;      // bucket cap; 0: the default rule from the α-β model
-  std::string overlap = "on";        // on: rings start during backward; off: after it; alternate:
-                                     // on in even steps, off in odd ones (to measure overlap)
-  std::string progress = "layers";   // layers | thread: who polls the rings during backward
-  std::string bucket_update = "on";  // on: update each bucket once summed (hidden flag)
+  std::size_t bucket_bytes = 0;        // bucket cap; 0: the default rule from the α-β model
+  std::string overlap = "on";          // on: rings start during backward; off: after it; alternate:
+                                       // on in even steps, off in odd ones (to measure overlap)
+  std::string progress = "layers";     // layers | thread: who polls the rings during backward
+  std::string bucket_update = "on";    // on: update each bucket once summed (hidden flag)
   std::size_t segments_in_flight = 0;  // overlapping rings' window; 0: the reducer's default
-  std::string cost_model;            // JSON of `ringtrain bench allreduce --json` for the default
-  std::uint64_t trace_steps = 20;    // steps recorded in trace.json; 0: no trace
+  std::string cost_model;              // JSON of `ringtrain bench allreduce --json` for the default
+  std::uint64_t trace_steps = 20;      // steps recorded in trace.json; 0: no trace
   int zero = 0;  // 1: ZeRO-1, optimizer state sharded over ranks (optimizer_shard.hpp)
 
   // run directory, evaluation, logging
@@ -82,26 +82,6 @@ struct TrainConfig {
       100;  // steps between replica hash checks (and at the end); 0: end only
   std::uint64_t max_nonfinite_steps = 5;  // consecutive skipped (non-finite) steps before giving up
   double watchdog_s = 0.0;                // stuck-in-a-phase limit; 0: automatic (floor 60 s)
-
-  // Fault injection for tests (hidden flags); rank -1 disables each.
-  struct TestHooks {
-    int nan_rank = -1;  // this rank's gradient gets a NaN at nan_step
-    std::uint64_t nan_step = 0;
-    int perturb_rank = -1;  // this rank's first parameter is nudged at perturb_step
-    std::uint64_t perturb_step = 0;
-    int hang_rank = -1;  // this rank sleeps hang_s before the allreduce of hang_step
-    std::uint64_t hang_step = 0;
-    double hang_s = 0.0;
-    int kill_rank = -1;  // this rank SIGKILLs itself after completing step kill_step
-    std::uint64_t kill_step = 0;
-    int crash_phase = 0;  // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
-    std::uint64_t crash_step = 0;
-    // --checkpoint-every auto plans with these save costs instead of the measured ones: the
-    // k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured. Both
-    // hooks make the intervals known in advance; the measured path is tested without them.
-    std::vector<double> save_cost_s;
-    double step_s = 0.0;  // > 0: the plan converts τ to steps with this step time
-  } hooks;
 
   // Throws UsageError naming the flag and value for anything out of range. world_size is
   // needed to check --local-batches.

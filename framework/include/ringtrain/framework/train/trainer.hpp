@@ -1,25 +1,26 @@
 // Trainer: the training loop of `ringtrain train`, for one rank of N.
 //
-// One step, on every rank:
-//   1. the sampler yields the global batch (B positions of the epoch's permutation);
-//      this rank takes its slice (b_r samples, possibly 0)
-//   2. forward, loss scaled by the reduction convention (1/B), backward
-//   3. the ring sums the flat gradient buffer over ranks          (skipped when N = 1)
-//   4. every rank applies the same optimizer update
-// Evaluation shards the test set over ranks and sums correct counts exactly.
-// Rank 0 alone prints and writes the run directory.
+//   set-up   threads, data, batches, the model (rank 0's parameters everywhere), the step
+//            with its reducer and optimizer, the run directory and banner, a resume
+//   loop     for each step: the sampler's global batch -> DataParallelStep::run
+//            (data_parallel_step.hpp: slice, forward, backward, the agreed update), then
+//            after_step: replica check, metrics window, evaluation, checkpoint, stop
+//   end      trace.json, the manifest's results, the closing line
+//
+// Evaluation shards the test set over ranks and sums correct counts exactly
+// (evaluation.hpp). Rank 0 alone prints and writes the run directory.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <memory>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/config.hpp"
+#include "ringtrain/framework/train/fault_injector.hpp"
 
 namespace ringtrain {
 
@@ -44,12 +45,17 @@ class Trainer {
   // Validates the configuration (UsageError on bad values, on every rank alike).
   Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,
           const collectives::Communicator& comm);
+  ~Trainer();
 
   // Loads the data, builds the model and trains. Collective over the communicator.
   TrainResults run();
 
   // What the hang watchdog does when a rank is stuck (default: print and abort the process).
-  void set_watchdog_action(std::function<void(const std::string&)> action) { watchdog_action_ = std::move(action); }
+  void set_watchdog_action(std::function<void(const std::string&)> action) {
+    watchdog_action_ = std::move(action);
+  }
+  // Faults injected at the run's named points (tests only; default: none).
+  void set_fault_injector(std::unique_ptr<FaultInjector> faults) { faults_ = std::move(faults); }
 
   // The model after run() (tests compare parameters).
   const Sequential& model() const;
@@ -60,6 +66,7 @@ class Trainer {
   Shape input_shape_;
   const collectives::Communicator& comm_;
   std::function<void(const std::string&)> watchdog_action_;
+  std::unique_ptr<FaultInjector> faults_;
 };
 
 }  // namespace ringtrain

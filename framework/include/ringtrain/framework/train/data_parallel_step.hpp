@@ -1,0 +1,135 @@
+// DataParallelStep: one synchronous data-parallel training step on one rank of N, the unit
+// a student reads to see the whole idea. Its run() is the recipe:
+//
+//   1. slice     this rank's b_r samples of the global batch of B (b_r may be 0)
+//   2. forward   logits and the loss; the loss *sum* is scaled by 1/B (the reduction
+//                convention, reduction.hpp), so that summing the ranks' gradients gives the
+//                gradient of the global batch's mean loss, whatever the split
+//   3. backward  layer by layer; as each layer's gradients are final, the reducer may start
+//                the ring of the bucket they complete (overlap), while earlier layers compute
+//   4. update    the ranks agree whether every gradient was finite, then every rank applies
+//                the same optimizer update (bucket by bucket as each sum completes), or every
+//                rank skips the step
+//
+// It owns what a step uses and nothing else: the reducer, the optimizer, the batch buffers
+// (planned once: a step allocates nothing) and the trace's span names. The loop around it
+// (logging, evaluation, checkpoints) is the Trainer's.
+//
+// Collective: every rank calls run() for the same steps with the same global batches.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/data/dataset.hpp"
+#include "ringtrain/framework/data/sampler.hpp"
+#include "ringtrain/framework/layer.hpp"
+#include "ringtrain/framework/loss.hpp"
+#include "ringtrain/framework/optim/optimizer.hpp"
+#include "ringtrain/framework/optim/schedule.hpp"
+#include "ringtrain/framework/sequential.hpp"
+#include "ringtrain/framework/train/fault_injector.hpp"
+#include "ringtrain/framework/train/gradient_reducer.hpp"
+#include "ringtrain/framework/train/reduction.hpp"
+#include "ringtrain/framework/train/step_account.hpp"
+#include "ringtrain/framework/train/trace.hpp"
+#include "ringtrain/framework/train/watchdog.hpp"
+
+namespace ringtrain {
+
+// What a step needs that stays the same from step to step.
+struct StepPlan {
+  Reduction reduction = Reduction::kSumScaled;
+  std::vector<std::size_t> local_batches;  // b_r of every rank (sum B)
+  ScheduleConfig schedule;                 // the learning rate of each step
+  bool sync_bn = false;                    // BatchNorm statistics summed over ranks
+  bool alternate_overlap = false;          // overlap in even steps only (to measure it)
+  std::uint64_t seed = 0;                  // keys the model's randomness (dropout)
+};
+
+// What one step did on this rank.
+struct StepOutcome {
+  double loss_sum = 0.0;           // Σ ℓ_i over this rank's samples (not scaled)
+  std::size_t local_samples = 0;   // b_r
+  std::size_t global_samples = 0;  // B (the last batch of an epoch may be short)
+  bool applied = true;             // false: some rank's gradient was not finite, all skipped
+  StepTimes times;
+};
+
+class DataParallelStep {
+ public:
+  // `model` is planned for at least max(b_r) samples and holds the same parameters on every
+  // rank. Builds the reducer (its constructor is collective) and an optimizer whose state
+  // covers this rank's shard. `trace` may be null (no trace). All references must outlive
+  // the step.
+  DataParallelStep(const collectives::Communicator& comm, Sequential& model,
+                   const data::Dataset& train, StepPlan plan, const ReducerOptions& reducer,
+                   const OptimizerConfig& optimizer, Trace* trace, Watchdog& watchdog,
+                   const FaultInjector& faults);
+  ~DataParallelStep();
+  DataParallelStep(const DataParallelStep&) = delete;
+  DataParallelStep& operator=(const DataParallelStep&) = delete;
+
+  // Step `step` (0-based) on `batch`, the global batch the sampler yielded for it.
+  // Collective.
+  StepOutcome run(std::uint64_t step, const data::GlobalBatch& batch);
+
+  GradientReducer& reducer() { return *reducer_; }
+  const GradientReducer& reducer() const { return *reducer_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  const StepPlan& plan() const { return plan_; }
+  // The learning rate of step `step`.
+  float learning_rate(std::uint64_t step) const;
+
+ private:
+  std::size_t take_slice(const data::GlobalBatch& batch);
+  LossResult forward_and_loss(std::size_t n, std::size_t global_samples);
+  void backward(std::size_t n, bool loss_finite);
+  bool sum_and_update();
+  void on_forward_layer(std::size_t layer);
+  void on_backward_layer(std::size_t layer);
+  void update_piece(std::size_t offset, std::size_t count, std::size_t state_offset);
+  StepContext context(std::size_t n, bool training);
+
+  const collectives::Communicator& comm_;
+  Sequential& model_;
+  const data::Dataset& train_;
+  StepPlan plan_;
+  Trace* trace_;
+  Watchdog& watchdog_;
+  const FaultInjector& faults_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<CrossRankSum> bn_sum_;  // SyncBatchNorm's statistics, summed over ranks
+
+  // Buffers planned once for max(b_r) samples.
+  std::vector<float> inputs_;              // (b_r, input...)
+  std::vector<std::int32_t> labels_;       // (b_r)
+  std::vector<std::uint64_t> sample_ids_;  // (b_r) global sample indices
+  std::vector<float> dlogits_;             // (b_r, classes)
+
+  // Span names in the trace.
+  std::vector<std::size_t> forward_names_, backward_names_;
+  std::size_t data_name_ = 0, loss_name_ = 0, optimizer_name_ = 0;
+
+  // The hooks that forward, backward and the reducer call, made once (a lambda turned into a
+  // std::function each step would allocate); they read the step's state below.
+  std::function<void(std::size_t)> forward_hook_, backward_hook_;
+  std::function<void()> poll_hook_;
+  UpdatePiece update_hook_;
+
+  // The current step, as the hooks see it.
+  std::uint64_t step_ = 0;
+  bool traced_ = false;       // this step is recorded in the trace
+  double layer_end_s_ = 0.0;  // end of the previous layer's span
+  bool poison_ = false;       // put a NaN into the gradient (non-finite loss, or a test)
+  float lr_ = 0.0f;
+  bool counted_ = false;  // optimizer->begin_step() done for this step
+  StepTimes times_;
+};
+
+}  // namespace ringtrain

@@ -1,0 +1,65 @@
+// FaultInjector: the named points of a training run where a test may inject a fault (a NaN
+// in one rank's gradient, a hang, a one-ulp difference between replicas, a SIGKILL after a
+// step or inside a save) or fix what the checkpoint planner measures.
+//
+// The production path calls every point through this interface; the default does nothing,
+// so a run without faults reads the points as no-ops. Tests configure a ScriptedFaults from
+// a FaultPlan (the CLI's hidden --test-* flags fill one), never through the user's
+// configuration. A rank of -1 disables each fault.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace ringtrain {
+
+class FaultInjector {
+ public:
+  virtual ~FaultInjector() = default;
+
+  // Backward of `step` on `rank`: true to put a NaN into this rank's gradient, as a
+  // non-finite loss would (every rank must then skip the step together).
+  virtual bool poison_gradient(int /*rank*/, std::uint64_t /*step*/) const { return false; }
+  // Just before the gradient sum of `step`: a rank that stalls here (the watchdog's case).
+  virtual void before_gradient_sum(int /*rank*/, std::uint64_t /*step*/) const {}
+  // After the update of `step`: a change to this rank's parameters (the replica check's case).
+  virtual void after_update(int /*rank*/, std::uint64_t /*step*/,
+                            std::span<float> /*params*/) const {}
+  // After step `done` completed (steps counted from 1): a rank that dies between steps.
+  virtual void after_step(int /*rank*/, std::uint64_t /*done*/) const {}
+  // Just before the save after step `done`: arm a crash inside one phase of the commit.
+  virtual void before_save(int /*rank*/, std::uint64_t /*done*/) const {}
+
+  // The Young/Daly planner's inputs, fixed instead of measured (nullopt: measured).
+  // save_index counts the saves of this attempt from 0.
+  virtual std::optional<double> save_cost_s(std::size_t /*save_index*/) const {
+    return std::nullopt;
+  }
+  virtual std::optional<double> step_s() const { return std::nullopt; }
+};
+
+// What the hidden --test-* flags ask for.
+struct FaultPlan {
+  int nan_rank = -1;  // this rank's gradient gets a NaN at nan_step
+  std::uint64_t nan_step = 0;
+  int perturb_rank = -1;  // this rank's first parameter is nudged by one ulp at perturb_step
+  std::uint64_t perturb_step = 0;
+  int hang_rank = -1;  // this rank sleeps hang_s before the gradient sum of hang_step
+  std::uint64_t hang_step = 0;
+  double hang_s = 0.0;
+  int kill_rank = -1;  // this rank SIGKILLs itself after completing step kill_step
+  std::uint64_t kill_step = 0;
+  int crash_phase = 0;  // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
+  std::uint64_t crash_step = 0;
+  // The k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured.
+  std::vector<double> save_cost_s;
+  double step_s = 0.0;  // > 0: the planner converts τ to steps with this step time
+};
+
+// A FaultInjector that does what `plan` says.
+std::unique_ptr<FaultInjector> make_scripted_faults(FaultPlan plan);
+
+}  // namespace ringtrain

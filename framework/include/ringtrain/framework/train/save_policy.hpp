@@ -1,0 +1,66 @@
+// SavePolicy: when the training loop saves a checkpoint, and what it records about each save.
+//
+// Saves come every K steps (--checkpoint-every K), at a stop signal, at the end, or with
+// --checkpoint-every auto every τ = √(2·C·μ) seconds of useful compute (Young/Daly,
+// checkpoint/interval.hpp), where C is the measured save cost and μ the job's MTBF. In auto
+// mode every rank must plan the same interval, so the ranks agree on C and on the step time
+// first (both MAX over ranks: a save costs as much as its slowest rank, a step as long as its
+// slowest rank). Each save appends {step, checkpoint_s, reason} to metrics.jsonl, and each
+// new plan its figures.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "ringtrain/checkpoint/interval.hpp"
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/train/checkpointer.hpp"
+#include "ringtrain/framework/train/fault_injector.hpp"
+#include "ringtrain/framework/train/run_directory.hpp"
+#include "ringtrain/framework/train/trace.hpp"
+#include "ringtrain/framework/train/training_state.hpp"
+#include "ringtrain/framework/train/watchdog.hpp"
+
+namespace ringtrain {
+
+struct SavePolicyOptions {
+  std::string every = "0";  // --checkpoint-every: K, "auto", or "0" (at the end only)
+  double mtbf_s = 0.0;      // --mtbf, for auto
+  std::uint64_t first_auto_save_steps = 50;  // auto: the first, measured save after this many
+};
+
+class SavePolicy {
+ public:
+  // run_dir: rank 0's run directory (null on other ranks). trace may be null. start_step:
+  // the step this attempt starts at (after a resume). say: prints on rank 0.
+  SavePolicy(const collectives::Communicator& comm, Checkpointer& checkpointer,
+             const SavePolicyOptions& options, std::uint64_t start_step,
+             const FaultInjector& faults, Watchdog& watchdog, Trace* trace, RunDirectory* run_dir,
+             std::function<void(const std::string&)> say);
+
+  // A periodic save is due after completing step `done`.
+  bool due(std::uint64_t done) const { return schedule_.due(done); }
+
+  // Saves `state` after step `done`. step_s: this attempt's mean step time (the plan turns τ
+  // into steps with it). Collective. Returns the seconds the save blocked this rank.
+  double save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch, const char* why,
+              double step_s);
+
+ private:
+  void plan_interval(std::uint64_t done, double cost_s, double step_s, nlohmann::json& record);
+
+  const collectives::Communicator& comm_;
+  Checkpointer& checkpointer_;
+  bool auto_;
+  checkpoint::SaveSchedule schedule_;
+  const FaultInjector& faults_;
+  Watchdog& watchdog_;
+  Trace* trace_;
+  std::size_t save_name_ = 0;
+  RunDirectory* run_dir_;
+  std::function<void(const std::string&)> say_;
+  std::size_t saves_done_ = 0;
+};
+
+}  // namespace ringtrain

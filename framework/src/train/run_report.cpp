@@ -1,0 +1,170 @@
+// manifest.json and the start-up banner (run_report.hpp).
+#include "ringtrain/framework/train/run_report.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "ringtrain/framework/blas.hpp"
+
+namespace ringtrain {
+namespace {
+
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string v(version, static_cast<std::size_t>(length));
+  return v.substr(0, v.find('\n'));
+}
+
+std::string bn_statistics(const RunFacts& f) {
+  if (f.sync_bn) return "global (SyncBatchNorm over all ranks)";
+  return f.world > 1 ? "per rank (local batch only)" : "global (one process)";
+}
+
+bool per_bucket_update(const RunFacts& f) {
+  const ReducerOptions& o = f.reducer->options();
+  return (o.overlap && o.update_per_bucket) || o.zero;
+}
+
+nlohmann::json reduction_json(const RunFacts& f) {
+  return {{"convention", to_string(f.reduction)},
+          {"scale", f.reduction == Reduction::kSumScaled ? "1/B" : "1/(b_r*N)"},
+          {"samples_per_step", f.global_batch},
+          {"collective", f.world > 1 ? "sum" : "none (N = 1)"},
+          {"description", describe(f.reduction)}};
+}
+
+nlohmann::json buckets_json(const RunFacts& f) {
+  const GradientReducer& reducer = *f.reducer;
+  nlohmann::json bytes = nlohmann::json::array(), ready = nlohmann::json::array();
+  for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
+    bytes.push_back(reducer.buckets()[b].elements * sizeof(float));
+    ready.push_back(reducer.ready_layer(b));
+  }
+  const ReducerOptions& o = reducer.options();
+  return {
+      {"cap_bytes", f.bucket_choice.cap_bytes},
+      {"cap_reason", f.bucket_choice.reason},
+      {"count", reducer.buckets().size()},
+      {"bytes", bytes},
+      {"ready_after_layer", ready},
+      {"order", "backward (bucket 0 holds the last layer's gradients)"},
+      {"ring_fit",
+       {{"alpha_s", f.ring_fit.model.alpha_s},
+        {"bandwidth_Bps", f.ring_fit.model.bandwidth_Bps},
+        {"source", f.ring_fit.source}}},
+      {"overlap", f.config->overlap},
+      {"progress", f.config->progress},
+      {"segment_bytes", o.ring.segment_bytes},
+      {"segments_in_flight",
+       {{"overlapping", o.overlap_segments_in_flight}, {"blocking", o.ring.segments_in_flight}}},
+      {"update_per_bucket", per_bucket_update(f)}};
+}
+
+// What MLPerf asks a run to record besides the resolved configuration.
+void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
+  const TrainConfig& c = *f.config;
+  m["target"] = {
+      {"metric", "top-1 accuracy on the full Fashion-MNIST test set (10,000 images)"},
+      {"value", c.target_accuracy > 0 ? nlohmann::json(c.target_accuracy) : nlohmann::json()}};
+  m["evaluation"] = {
+      {"every_steps", c.evaluate ? nlohmann::json(f.eval_every) : nlohmann::json()},
+      {"method", "test set split near-equally over ranks, correct counts summed exactly"}};
+  m["stopping_rule"] =
+      c.target_accuracy > 0
+          ? fmt::format(
+                "stop at the first evaluation with test accuracy >= {}, else after {} steps",
+                c.target_accuracy, f.total_steps)
+          : fmt::format("stop after {} steps", f.total_steps);
+  m["data_order"] = fmt::format(
+      "epoch e visits the training set in the permutation of (seed {}, e) from a counter-based "
+      "generator, independent of the number of ranks; step s takes positions [s*B, (s+1)*B), "
+      "the last batch of an epoch may be short; rank r takes its slice of local batches",
+      c.seed);
+  m["batches"] = {{"global", f.global_batch}, {"local", f.local_batches}};
+  m["seed"] = c.seed;
+}
+
+}  // namespace
+
+nlohmann::json make_manifest(const RunFacts& f) {
+  const TrainConfig& c = *f.config;
+  nlohmann::json m;
+  m["config"] = c.to_json();
+  m["world_size"] = f.world;
+  m["local_batches"] = f.local_batches;
+  m["reduction"] = reduction_json(f);
+  m["batch_norm"] = {{"present", f.has_batch_norm}, {"statistics", bn_statistics(f)}};
+  m["blas_threads"] = f.blas_threads;
+  m["blas_kernels"] = blas::core_report();
+  m["gemm"] = blas::kernels_report();
+  m["cores_per_node"] = f.cores;
+  m["ranks_per_node"] = f.ranks_per_node;
+  m["optimizer"] = f.optimizer;
+  m["optimizer_state"] = {
+      {"zero", c.zero},
+      {"bytes_per_rank", f.state_bytes.per_rank},
+      {"unsharded_bytes", f.state_bytes.unsharded},
+      {"layout", c.zero == 1 ? "ZeRO-1: rank r keeps state for chunk r of every gradient bucket "
+                               "(the ring's partition)"
+                             : "every rank keeps the state of every parameter"}};
+  m["learning_rate_schedule"] = c.describe_schedule(f.total_steps);
+  m["steps_per_epoch"] = f.steps_per_epoch;
+  m["total_steps"] = f.total_steps;
+  m["parameters"] = f.parameters;
+  add_time_to_target_facts(f, m);
+  m["versions"] = {
+      {"ringtrain", RINGTRAIN_VERSION},
+      {"source_revision", RINGTRAIN_SOURCE_REVISION},
+      {"compiler", fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
+      {"openblas", blas::config()},
+      {"mpi", mpi_library_version()}};
+  m["gradient_buckets"] = buckets_json(f);
+  return m;
+}
+
+std::vector<std::string> banner_lines(const RunFacts& f) {
+  const TrainConfig& c = *f.config;
+  std::vector<std::string> lines = {
+      fmt::format(
+          "ringtrain: {} on {} rank(s), {} BLAS thread(s) per rank ({} cores, {} ranks on this "
+          "node)",
+          c.model, f.world, f.blas_threads, f.cores, f.ranks_per_node),
+      "  " + blas::core_report(),
+      "  " + blas::kernels_report(),
+      fmt::format("  data {}: {} train / {} test samples", f.data_dir, f.train_samples,
+                  f.test_samples),
+      fmt::format("  global batch {} = local batches {}", f.global_batch,
+                  fmt::join(f.local_batches, "+")),
+      fmt::format("  reduction {}", describe(f.reduction))};
+  if (f.has_batch_norm) lines.push_back("  batch norm statistics: " + bn_statistics(f));
+  lines.push_back(
+      fmt::format("  optimizer {}, {}", f.optimizer, c.describe_schedule(f.total_steps)));
+  lines.push_back(fmt::format(
+      "  optimizer state: {} bytes per rank (--zero {}{}; unsharded {} bytes)",
+      fmt::join(f.state_bytes.per_rank, " / "), c.zero,
+      c.zero == 1 ? ": each rank its chunk of every bucket" : "", f.state_bytes.unsharded));
+  if (f.world > 1)
+    lines.push_back(fmt::format(
+        "  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
+        f.reducer->buckets().size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason, c.overlap,
+        c.progress, per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
+  lines.push_back(
+      fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
+                  f.total_steps, f.steps_per_epoch, f.eval_every, f.run_dir));
+  return lines;
+}
+
+void warn_if_wrong_reduction(Reduction reduction) {
+  if (reduction != Reduction::kMeanOfMeans) return;
+  std::fprintf(
+      stderr,
+      "ringtrain: WARNING: --reduction mean-of-means divides by the number of ranks, "
+      "not by the samples: with unequal local batches the update is not the global "
+      "batch's gradient (1 sample with mean gradient 2 and 3 with mean 6 give 4, not 5)\n");
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,84 @@
+// When to save and what a save records (save_policy.hpp).
+#include "ringtrain/framework/train/save_policy.hpp"
+
+#include <fmt/format.h>
+
+#include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/train/config.hpp"
+#include "ringtrain/framework/train/now.hpp"
+
+namespace ringtrain {
+namespace {
+
+checkpoint::SaveSchedule make_schedule(const SavePolicyOptions& options, std::uint64_t start_step) {
+  if (options.every == "auto")
+    return checkpoint::SaveSchedule::young_daly(options.mtbf_s, start_step,
+                                                options.first_auto_save_steps);
+  return checkpoint::SaveSchedule::every(
+      parse_size_list(options.every, "--checkpoint-every").at(0));
+}
+
+}  // namespace
+
+SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& checkpointer,
+                       const SavePolicyOptions& options, std::uint64_t start_step,
+                       const FaultInjector& faults, Watchdog& watchdog, Trace* trace,
+                       RunDirectory* run_dir, std::function<void(const std::string&)> say)
+    : comm_(comm),
+      checkpointer_(checkpointer),
+      auto_(options.every == "auto"),
+      schedule_(make_schedule(options, start_step)),
+      faults_(faults),
+      watchdog_(watchdog),
+      trace_(trace),
+      run_dir_(run_dir),
+      say_(std::move(say)) {
+  if (trace_) save_name_ = trace_->name("checkpoint save");
+}
+
+double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch,
+                        const char* why, double step_s) {
+  watchdog_.enter("checkpoint save", done);
+  faults_.before_save(comm_.rank(), done);
+  const double t0 = now_s();
+  const double cost_s = checkpointer_.save(state, epoch);
+  if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
+  watchdog_.leave();
+  nlohmann::json record = {{"step", done}, {"checkpoint_s", cost_s}, {"reason", why}};
+  if (auto_)
+    plan_interval(done, cost_s, step_s, record);
+  else if (run_dir_)
+    run_dir_->append_metrics(record);
+  ++saves_done_;
+  return cost_s;
+}
+
+// Young/Daly: the ranks agree on C and s, and the schedule re-plans τ when C drifted.
+void SavePolicy::plan_interval(std::uint64_t done, double cost_s, double step_s,
+                               nlohmann::json& record) {
+  double agreed[2] = {cost_s, step_s};
+  collectives::allreduce_max(comm_, std::span<double>(agreed));
+  if (const auto fixed = faults_.save_cost_s(saves_done_)) agreed[0] = *fixed;
+  if (const auto fixed = faults_.step_s()) agreed[1] = *fixed;
+  record["agreed_cost_s"] = agreed[0];
+  if (run_dir_) run_dir_->append_metrics(record);
+  const auto plan = schedule_.saved(done, agreed[0], agreed[1]);
+  if (!plan) return;
+  say_(
+      fmt::format("checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
+                  "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
+                  "C/tau + tau/(2 mu) = {:.4g} %",
+                  plan->cost_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
+                  100.0 * plan->predicted_overhead));
+  if (run_dir_)
+    run_dir_->append_metrics({{"step", done},
+                              {"interval_plan",
+                               {{"cost_s", plan->cost_s},
+                                {"mtbf_s", plan->mtbf_s},
+                                {"tau_s", plan->tau_s},
+                                {"step_s", plan->step_s},
+                                {"every_steps", plan->every_steps},
+                                {"predicted_overhead", plan->predicted_overhead}}}});
+}
+
+}  // namespace ringtrain
