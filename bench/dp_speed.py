@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Data-parallel speed benchmark (issue 4): ringtrain N=2 x 1 thread against PyTorch DDP
+"""Data-parallel speed benchmark: ringtrain N=2 x 1 thread against PyTorch DDP
 (gloo) 2 x 1 thread, and against ringtrain N=1 x 1 thread, global batch 128.
 
 For each model, each round runs three contenders back to back, in an order that rotates
@@ -19,7 +19,7 @@ repeat). That wall clock covers everything between two metrics lines, including 
 replica check, which the peer does not have. ringtrain's whole-run figure
 (`results.samples_per_s` of manifest.json: the mean over all steps, the cold first steps
 included) is printed and saved beside it. The table shows medians over the rounds and ratios
-of medians, with the issue's targets and PASS/MISS. From metrics.jsonl of the N=2 runs it also
+of medians, with the targets (bench/README-dp.md) and PASS/MISS. From metrics.jsonl of the N=2 runs it also
 reports compute_s and comm_s per step (rank 0's view; comm_s is the time spent in the
 gradient all-reduce, including waiting for the other rank), over the timed repeats.
 
@@ -56,7 +56,7 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 from torch_ddp_speed import DEFAULT_STEPS as PROTOCOL  # noqa: E402  (W, S, R) per model; imports no torch
 TORCH_PYTHON = "/usr/bin/python3"
 
-# Targets of issue 4. ours-N2 / DDP: mlp only; ours-N2 / ours-N1: every model.
+# Targets (bench/README-dp.md). ours-N2 / DDP: mlp only; ours-N2 / ours-N1: every model.
 TARGET_VS_DDP_BEFORE_OVERLAP = {"mlp": 2.5}
 TARGET_VS_DDP_WITH_OVERLAP = {"mlp": 3.0}
 TARGET_VS_N1 = 1.3
@@ -203,7 +203,7 @@ def run_ours(args, model, ranks, keep_dir):
     rec["compute_s"] = statistics.mean(w["compute_s"] for w in timed)
     rec["comm_s"] = statistics.mean(w["comm_s"] for w in timed)
     rec["comm_fraction"] = rec["comm_s"] / (rec["compute_s"] + rec["comm_s"])
-    if all("exposed_s" in w for w in timed):  # ringtrain with overlap (issue 5)
+    if all("exposed_s" in w for w in timed):  # ringtrain with overlap
         # comm_s is then the sum of the step's collective intervals, which overlap
         # compute; exposed_s is what communication added to the step.
         rec["exposed_s"] = statistics.mean(w["exposed_s"] for w in timed)
@@ -214,11 +214,9 @@ def run_ours(args, model, ranks, keep_dir):
     return rec
 
 
-# OpenBLAS settings that an environment may carry and that pin its kernels and blocking. A
-# machine seen here (2026-12-02) exports OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 on
-# an AVX-512 CPU that OpenBLAS takes for Cooperlake: the mlp's step at batch 64 took 6.25 ms
-# with both, 3.8-4.0 ms with the L2 pin alone or neither (within noise of each other),
-# bench/results/openblas-env-pins-2026-12-02.txt. Every contender gets the same setting.
+# OpenBLAS settings that an environment may carry and that pin its kernels and blocking,
+# which can slow a step markedly (bench/README-dp.md, "OpenBLAS pins in the environment").
+# Every contender gets the same setting.
 OPENBLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What overlap buys, paired step by step (issue 5): step time with overlap on against off.
+"""What overlap buys, paired step by step: step time with overlap on against off.
 
 Two runs timed seconds apart compare two machines on this VM, whose speed drifts by a third
 within minutes. Here one run alternates: `--overlap alternate` starts the rings during

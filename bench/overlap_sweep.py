@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Bucket-size sweep (issue 5): step time, collectives per step, communication and exposed
+"""Bucket-size sweep: step time, collectives per step, communication and exposed
 time of ringtrain with --overlap on and off, for bucket caps from 16 KiB to the whole model,
 next to what the alpha-B model predicts from the measured per-layer backward times.
 

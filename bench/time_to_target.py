@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Time to target (issue 8): ringtrain at N=2 against PyTorch with the same recipe.
+"""Time to target: ringtrain at N=2 against PyTorch with the same recipe.
 
 Both train the mlp (784-1024-1024-10, ReLU) on Fashion-MNIST with SGD momentum 0.9, lr 0.05,
 batch 128, evaluate on the full test set every --eval-every steps and stop at the first

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ZeRO-1 benchmark (issue 7): ringtrain --zero 0 against --zero 1, AdamW, on mlp and cnn at
+"""ZeRO-1 benchmark: ringtrain --zero 0 against --zero 1, AdamW, on mlp and cnn at
 N = 2 and N = 4 ranks x 1 BLAS thread, global batch 128, in one invocation.
 
 Each round runs, for every (model, N), both contenders back to back, in an order that
@@ -16,12 +16,12 @@ Figures, per run:
                  training memory); the largest rank's value is compared
   state bytes    manifest.json optimizer_state.bytes_per_rank (exact, not measured)
 
-Printed: medians over rounds, ratios zero1/zero0, and the issue's targets with PASS/MISS:
+Printed: medians over rounds, ratios zero1/zero0, and the targets (bench/README-zero.md) with PASS/MISS:
   - optimizer-state bytes per rank within one chunk of 1/N of --zero 0's: the largest
     rank's bytes minus unsharded/N must be at most one element per bucket and state tensor
     (far less than one chunk);
   - step time at N = 2 no worse than --zero 0 (ratio of medians <= 1.00).
-N = 4 runs oversubscribe the 2 cores (RECIPES.md): its step times are reported, not judged.
+N = 4 runs oversubscribe the 2 cores: its step times are reported, not judged.
 
   /usr/bin/python3 bench/zero_bench.py [--models mlp,cnn] [--ranks 2,4] [--rounds 3]
                                        [--json FILE]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plots for gradient overlap (issue 5).
+"""Plots for gradient overlap.
 
   sweep     step time and exposed communication against the bucket cap, overlap on and
             off, measured and predicted, from `bench/overlap_sweep.py --json FILE`

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Scaling study (issue 8): time to target = steps to target x time per step, for several N.
+"""Scaling study: time to target = steps to target x time per step, for several N.
 
   weak    fixed local batch b: N ranks train global batch N*b, a different optimization
           (with --lr-scaling linear|sqrt and --warmup-steps, Goyal et al.)

@@ -1,20 +1,14 @@
 // Wait policy (see wait.hpp): detect oversubscription, then spin, yield or sleep.
 //
-// Measured on the 2-core test machine (Linux 6.18, EEVDF scheduler; ring allreduce, median
-// per call; bench/README-allreduce.md has the sweep):
-//   N=2, ranks <= cores  spin 2.4 us (1 float), 160 us (1 MiB); yield the same within noise
-//                        (2.0 / 140 us: nobody else wants the core, so a yield is a cheap
-//                        syscall); sleeping 85 / 236 us (nanosleep wakes >= 50 us late:
-//                        timer slack). Kept: spin, the textbook choice, no syscalls.
-//   N=4 on 2 cores       spin 24-33 ms per call at any size (as slow as MPICH: the rank
-//                        holding the data waits for a time slice). Plain sched_yield is the
-//                        fastest when the scheduler's books are balanced (20 us, 1 float) but
-//                        5-7 ms per 1 MiB call after MPICH's spinning: EEVDF does not switch
-//                        to a task that has run more than its share, and that is exactly the
-//                        rank with bytes to move, so the yield comes straight back. Pure
-//                        sleeping: 230-370 us per 1-float call. Kept: yield, and when yields
-//                        come straight back (8 in a row under 2 us) nap once, which lets the
-//                        scheduler run anybody: 20 us balanced, 1.1-1.6 ms after MPICH.
+//   ranks <= cores  spin: the textbook choice, no syscalls. Nobody else wants the core, so
+//                   yielding gains nothing, and a sleep wakes late (timer slack).
+//   ranks >  cores  yield, and when yields come straight back (8 in a row under 2 us) nap
+//                   once. Spinning starves the rank holding the data of its time slice.
+//                   A plain yield is not enough: the scheduler (EEVDF) does not switch to a
+//                   task that has run more than its share, and that is exactly the rank with
+//                   bytes to move, so the yield comes straight back; the nap lets it run
+//                   anybody. Pure sleeping pays the timer slack on every call.
+// The timings behind these choices: bench/README-allreduce.md, "Wait policy".
 #include "ringtrain/collectives/wait.hpp"
 
 #include <sched.h>

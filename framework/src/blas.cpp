@@ -73,19 +73,15 @@ std::string config() {
   return openblas_get_config();
 }
 
-// The products measured faster on the own kernels, on a Linear layer with both feature sizes
-// >= 64 and a batch of at least 48 samples:
-// * y = x·Wᵀ (A·Bᵀ) up to 256 samples. After the A·Bᵀ driver's transposes went to blocks of
-//   16, the own kernels lead OpenBLAS at 256 samples (1.02x/1.07x/1.05x for mlp.0/mlp.2/cnn.7,
-//   OpenBLAS time / own time) and draw level by 512 (1.00x/1.03x/0.98x; bench_gemm --untaken,
-//   bench/results/gemm-zen5-abt-128-512-2026-12-03.txt); the evaluation's chunks of 256 take
-//   them (bench/results/ab-mlp-n2-eval-abt-256-own-2026-12-03.txt).
-// * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins (at 256
-//   0.93x/0.95x/0.81x; bench/results/gemm-zen5-samples-64-1024-2026-12-03.txt).
+// The products the own kernels were measured faster on (bench/README-gemm.md, "Where the own
+// kernels are taken"), on a Linear layer with both feature sizes >= 64 and a batch of at
+// least 48 samples:
+// * y = x·Wᵀ (A·Bᵀ) up to 256 samples, so the evaluation's chunks of 256 take them too; by
+//   512 samples OpenBLAS draws level.
+// * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins.
 // * dx = dy·W (A·B) while dx itself is at most 64 x 1024 floats (256 KB): the B-streaming
-//   driver keeps all of it in a scratch tile, which must stay in L2. mlp.2 at 64 samples:
-//   1.47x warm, 1.13x cold; cnn.7 (3136 wide) at 64 0.86x cold, and mlp.2 at 128 0.97x cold
-//   (bench/results/gemm-zen5-dx-streamed-2026-12-03.txt).
+//   driver keeps all of it in a scratch tile, which must stay in L2; wider or taller dx,
+//   with W out of cache, is faster on OpenBLAS.
 // Winograd's products (32 channels) and the small-channel convolutions stay with OpenBLAS,
 // which was faster there; so does the 10-class output layer.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
@@ -179,10 +175,9 @@ constexpr const char* kTimeoutMarker = "RINGTRAIN_BLAS_THREAD_TIMEOUT_SET";
 constexpr const char* kReexecMarker = "RINGTRAIN_BLAS_REEXECUTED";
 // 2^4 cycles, OpenBLAS's least: a worker whose product has ended sleeps at once instead of
 // spinning for 2^28 cycles (~0.1 s, the default) on a core that the framework's own
-// ThreadPool parts (Conv2d, the optimizer) need next. Measured at 2 threads, batch 128
-// (bench_train_speed --peer none, two runs each): the SGD update 1.48 -> 0.79 ms (mlp) and
-// 3.4 -> 1.9 ms (cnn); mlp 14,284 / 15,129 -> 15,595 / 15,393 samples/s, cnn 1,275 / 1,151
-// -> 1,321 / 1,351. A product now wakes its workers (a futex wake, microseconds).
+// ThreadPool parts (Conv2d, the optimizer) need next, which makes the SGD update markedly
+// faster at 2 threads (bench/README-gemm.md, "Idle OpenBLAS threads"). A product now wakes
+// its workers (a futex wake, microseconds).
 constexpr const char* kThreadTimeout = "4";
 
 }  // namespace
@@ -234,9 +229,8 @@ std::string core_report() {
     else
       report += "; set OPENBLAS_CORETYPE=" + better + ")";
   }
-  // OpenBLAS sizes some blocks from this: worth a line when a machine pins it (one seen here
-  // exports OPENBLAS_L2_SIZE=512; its effect on the mlp's step was within noise,
-  // bench/results/openblas-env-pins-2026-12-02.txt).
+  // OpenBLAS sizes some blocks from this: worth a line when a machine pins it (its effect:
+  // bench/README-dp.md, "OpenBLAS pins in the environment").
   if (const char* l2 = std::getenv("OPENBLAS_L2_SIZE"))
     report += std::string("; OPENBLAS_L2_SIZE=") + l2 + " in the environment";
   const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");

@@ -1,10 +1,10 @@
 // ringtrain's own single-threaded sgemm for AVX-512 (blas.cpp decides when it runs).
 //
-// Why it exists: on a core with two 512-bit FMA ports (Intel Ice Lake-SP here: 167 GFLOP/s
-// measured by a register-only FMA loop), OpenBLAS 0.3.21's SkylakeX sgemm reaches 55-90
-// GFLOP/s on the products of an mlp step at 64 samples per rank. Most of what it loses is
-// memory traffic: it packs the weight matrix on every call (a 4 MB copy for a 1024x1024
-// layer, read once more by the kernel).
+// Why it exists: on a core with two 512-bit FMA ports, OpenBLAS 0.3.21's SkylakeX sgemm
+// stays well below the core's peak on the products of an mlp step at 64 samples per rank
+// (bench/README-gemm.md, "Why own kernels"). Most of what it loses is memory traffic: it
+// packs the weight matrix on every call (a 4 MB copy for a 1024x1024 layer, read once more by
+// the kernel).
 //
 // Vocabulary: a micro-kernel computes a tile of MR rows x NR = 16·NV columns of the output
 // in MR·NV zmm accumulators; per k it loads NV vectors of one row of B and broadcasts MR
@@ -97,7 +97,7 @@ RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, l
 }
 
 constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // the 8 x 48 tile of both A·B drivers
-// The packed driver's blocks: depth kKC (128: measured best, bench_gemm), kMC rows of A, kNC
+// The packed driver's blocks: depth kKC (the best depth in bench_gemm), kMC rows of A, kNC
 // columns of B (a multiple of kNR; one block covers a 1024-wide layer).
 constexpr int kKC = 128, kMC = 64, kNC = 22 * kNR;
 
@@ -155,11 +155,10 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, 
 // once, transposed into panels of kMR rows.
 //
 // The packed driver above packs B block by block in column panels: for dx that is a 4 MB
-// copy of W read across rows 4 KiB apart, and it lost to OpenBLAS once W was out of cache
-// (bench/README-gemm.md). Reading W in place but column panel by column panel (C's tile in
-// L1) was 1.33x OpenBLAS warm, and took 1.02x the time in training: there W comes from
-// memory, and only an order the prefetchers and the block-ahead prefetch can follow keeps
-// the FMAs fed.
+// copy of W read across rows 4 KiB apart, which loses once W is out of cache. Reading W in
+// place but column panel by column panel (C's tile in L1) wins warm and not in training:
+// there W comes from memory, and only an order the prefetchers and the block-ahead prefetch
+// can follow keeps the FMAs fed (bench/README-gemm.md, "dx = dy·W on a driver that streams W").
 constexpr int kStreamKB = 64;
 
 // C (m x n) = A·B, A (m x k) row-major, B (k x n).
@@ -268,9 +267,9 @@ RT_AVX512 void micro_rows(int K, const float* w, long ldw, const float* xp, floa
 }
 
 // kRowsKC: a weight row is read whole (up to 4096 deep), as one sequential stream. Blocks of
-// 128 kept the packed activations in L1 but read W as 8 lines per page, which the hardware
-// prefetchers do not follow; with W out of cache (as in training: bench_gemm --cold) the
-// forward of mlp.2 went from 140 to 164 GFLOP/s, and to 177 with the prefetch above.
+// 128 would keep the packed activations in L1 but read W as 8 lines per page, which the
+// hardware prefetchers do not follow: slower with W out of cache, as in training
+// (bench/README-gemm.md, "Out of cache").
 constexpr int kRowsMR = 6, kRowsNV = 4, kRowsNR = 16 * kRowsNV, kRowsKC = 4096;
 
 using RowsKernel = void (*)(int, const float*, long, const float*, float*);
@@ -298,9 +297,9 @@ RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, const float* b, flo
     const int cols = min_int(kRowsNR, m - i0);
     // xp[kk·NR + ii] = A[i0 + ii][kk], zero padded. Both transposes here go in blocks of 16
     // (one cache line of the row-major side). Element by element, each step of the inner loop
-    // read another row of A (or wrote another row of C); with k = 1024 those rows lie 4 KiB
-    // apart, in one L1 set, and evicted each other before their next element: mlp.2's forward
-    // ran at 188 GFLOP/s against 220 at k = 1008 or 1040 (warm, 64 samples), 227 blocked.
+    // would read another row of A (or write another row of C); with k = 1024 those rows lie
+    // 4 KiB apart, in one L1 set, and evict each other before their next element
+    // (bench/README-gemm.md, "The A·Bᵀ driver's transposes in blocks of 16").
     for (int k0 = 0; k0 < k; k0 += 16) {
       const int k1 = min_int(k, k0 + 16);
       for (int ii = 0; ii < kRowsNR; ++ii)

@@ -16,7 +16,7 @@ code=$?
 fail() { echo "FAIL: $*"; cat out.txt; exit 1; }
 if [[ $expected == nonzero ]]; then [[ $code -ne 0 ]] || fail "exit 0, expected a failure"
 else [[ $code -eq $expected ]] || fail "exit $code, expected $expected"; fi
-# A rank that aborts may lose its last stderr line in hydra's forwarding (pmodels/mpich#518);
+# A rank that aborts may lose its last stderr line in hydra's forwarding;
 # the watchdog's message also lands in out/watchdog-rank<R>.txt, which is checked as well.
 grep -qF -- "$text" out.txt out/watchdog-rank*.txt 2>/dev/null || fail "output lacks '$text'"
 if [[ $text == *"watchdog:"* ]]; then

@@ -3,7 +3,7 @@
 # Slurm preemption: SIGNAL (TERM or USR1) sent to mpiexec, which forwards it to every rank.
 # The ranks agree on a step boundary, save a checkpoint there and exit 0 with a message; a
 # resume continues from that step. (mpiexec's own exit code after a forwarded signal is not
-# reliable — RECIPES — so the outcome is read from what the ranks printed and wrote.)
+# reliable, so the outcome is read from what the ranks printed and wrote.)
 set -u
 ringtrain=$1 mpiexec=$2 signal=$3
 work=$(mktemp -d); trap 'kill %1 2>/dev/null; rm -rf "$work"' EXIT

@@ -2,8 +2,9 @@
 // global batches, for an even split, an uneven --local-batches split, and a split that gives
 // one rank no samples at all. The one-process reference runs on MPI_COMM_SELF on every rank
 // (so no rank idles in a collective meanwhile) and is compared with the N-rank run.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include <catch2/catch.hpp>
 
 #include "mpi_test.hpp"
 #include "ringtrain/collectives/ring.hpp"
@@ -21,16 +22,22 @@ constexpr std::uint64_t kSteps = 20;
 // Splits of 24 samples over N ranks: uneven, and with one rank at zero.
 std::string uneven_split(int n) {
   switch (n) {
-    case 2: return "5,19";
-    case 3: return "2,7,15";
-    default: return "1,5,8,10";
+    case 2:
+      return "5,19";
+    case 3:
+      return "2,7,15";
+    default:
+      return "1,5,8,10";
   }
 }
 std::string split_with_empty_rank(int n) {
   switch (n) {
-    case 2: return "0,24";
-    case 3: return "10,0,14";
-    default: return "6,0,9,9";
+    case 2:
+      return "0,24";
+    case 3:
+      return "10,0,14";
+    default:
+      return "6,0,9,9";
   }
 }
 
@@ -56,8 +63,10 @@ void check_model(const std::string& model) {
   {
     TrainConfig one_step = config;
     one_step.steps = 1;
-    const double moved = relative_difference(reference.parameters, train_on(one_step, MPI_COMM_SELF).parameters);
-    INFO(fmt::format("model {}: steps 2..{} move the parameters by {:.3g} (relative)", model, kSteps, moved));
+    const double moved =
+        relative_difference(reference.parameters, train_on(one_step, MPI_COMM_SELF).parameters);
+    INFO(fmt::format("model {}: steps 2..{} move the parameters by {:.3g} (relative)", model,
+                     kSteps, moved));
     REQUIRE(all_ranks(moved >= 100 * kTolerance));
   }
 
@@ -73,9 +82,13 @@ void check_model(const std::string& model) {
 
 }  // namespace
 
-TEST_CASE("mlp: N ranks equal one process on the same global batches") { check_model("mlp"); }
+TEST_CASE("mlp: N ranks equal one process on the same global batches") {
+  check_model("mlp");
+}
 
-TEST_CASE("cnn: N ranks equal one process on the same global batches") { check_model("cnn"); }
+TEST_CASE("cnn: N ranks equal one process on the same global batches") {
+  check_model("cnn");
+}
 
 TEST_CASE("mean-of-means with uneven local batches is a different computation") {
   TrainConfig config = small_config("mlp", 10, kGlobalBatch);
@@ -94,8 +107,9 @@ TEST_CASE("mean-of-means with uneven local batches is a different computation") 
 // of the ranks' means is (2 + 6) / 2 = 4. Other ranks (N > 2) hold no samples.
 TEST_CASE("1 sample with mean gradient 2 and 3 with mean 6 give 5, mean-of-means gives 4") {
   const int rank = world_rank(), n = world_size();
-  const std::vector<float> mine = rank == 0 ? std::vector<float>{2} : rank == 1 ? std::vector<float>{4, 6, 8}
-                                                                                 : std::vector<float>{};
+  const std::vector<float> mine = rank == 0   ? std::vector<float>{2}
+                                  : rank == 1 ? std::vector<float>{4, 6, 8}
+                                              : std::vector<float>{};
   const std::size_t global_samples = 4;
   auto applied = [&](Reduction reduction) {
     float sum = 0;
@@ -124,12 +138,10 @@ TEST_CASE("cnn-bn: SyncBatchNorm equals one process, per-rank BatchNorm differs"
   // the chaos of an aggressive learning rate.
   config.lr = 0.01f;
   // im2col, not Winograd, for the second convolution: Winograd's output transform amplifies
-  // the ulps of its per-tile products, and a split batch changes their blocking. With
-  // OpenBLAS's Haswell kernels on an AVX-512 EPYC (2026-12-02) one process at 1 and at 2
-  // threads, 10 steps of this model, differed by 9e-6 in the first convolution's weights and 1.4e-3
-  // in a BatchNorm's running mean with Winograd, by 9e-10 and 8e-8 with im2col; the SyncBN runs
-  // here then missed 1e-5 by 88x with Winograd and met it by 400x with im2col, at N = 2, 3, 4.
-  // This test checks SyncBatchNorm's accounting; Winograd has its own tests.
+  // the ulps of its per-tile products, and a split batch changes their blocking: with
+  // Winograd the SyncBN runs here miss 1e-5 at N = 2, 3, 4, with im2col they meet it by a
+  // wide margin (bench/README-conv.md, "Numbers, not only speed"). This test checks
+  // SyncBatchNorm's accounting; Winograd has its own tests.
   config.conv_algorithm = "im2col";
   const RunOutput reference = train_on(config, MPI_COMM_SELF);
 

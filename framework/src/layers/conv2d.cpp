@@ -1,10 +1,9 @@
 // Conv2d: im2col + GEMM forward, GEMM + col2im backward, one sample at a time, the batch
 // split over the rank's threads (see conv2d.hpp, "Parallelism"); or, for 5x5 stride-1
 // layers, Winograd F(4x4, 5x5) in groups of kWinogradImages samples (winograd.cpp), the
-// same split. Groups of 4 images: with 2, 4 and 8 the cnn's second layer measured within
-// noise of each other (bench_conv_algorithms, its step 1.63x / 1.60x / 1.54x faster than
-// im2col on one core); a group's transformed data is 64·(C + O)·tiles floats an image
-// (393 KB there), so 4 images still fit a 2 MB L2.
+// same split. Groups of 4 images: a group's transformed data is 64·(C + O)·tiles floats an
+// image (393 KB for the cnn's second layer), so 4 images still fit a 2 MB L2; groups of 2, 4
+// and 8 run alike (bench/README-conv.md, "Measurements behind the code comments").
 //
 //   forward   col_i = im2col(x_i)                      (C·k·k, Ho·Wo)
 //             y_i   = W · col_i + b                    (O, Ho·Wo)     one sgemm per sample
@@ -15,17 +14,14 @@
 // Why per sample and not one GEMM over the batch: a sample's column matrix (C·k·k)·(Ho·Wo)
 // floats is small enough to stay in L2 between im2col and the GEMM that reads it
 // (conv 32 -> 64, 5x5 on 14x14: 800 x 196 floats = 627 KB), while a batched column
-// matrix of 128 samples (80 MB) streams through memory twice. Measured with OpenBLAS
-// 0.3.21 on one Zen 4 core: the per-sample GEMM 64x196x800 runs at ~95 GFLOP/s, the
-// batched 64x25088x800 at ~65. The columns are recomputed in backward rather than kept
-// from forward for the same reason (im2col costs ~5% of the layer; storing would not).
-// Groups of G samples per GEMM (columns (C·k·k, G·Ho·Wo), a few MB) were measured too and
-// bring nothing: 64 x (G·196) x 800 runs at 97 / 95 / 99 / 92 GFLOP/s for G = 1 / 2 / 4 / 8
-// (dW and dx products alike), and the conv1 shapes lose (112 -> 84 GFLOP/s at G = 2).
-// So the threads split the batch, not the GEMMs: each part's GEMMs stay at the per-sample
-// rate and im2col, col2im and the bias run in parallel too.
-// AVX2 clones of im2col / col2im (GCC target_clones) saved ~12% of their time, ~1% of the
-// step, and their ifunc resolver crashes sanitizer builds at load time: not kept.
+// matrix of 128 samples (80 MB) streams through memory twice, and its GEMM runs slower.
+// The columns are recomputed in backward rather than kept from forward for the same reason
+// (im2col is a small part of the layer; storing 80 MB would not be). Groups of a few samples
+// per GEMM bring nothing over one sample (bench/README-conv.md, "Measurements behind the
+// code comments"). So the threads split the batch, not the GEMMs: each part's GEMMs stay at
+// the per-sample rate and im2col, col2im and the bias run in parallel too.
+// No GCC target_clones for im2col / col2im: their ifunc resolver crashes sanitizer builds at
+// load time, for a gain too small to matter.
 //
 // im2col, worked for one row of the column matrix: c, ki, kj fixed, stride 1, padding 2,
 // kernel 5, 14x14 image. The image sits in a zero-bordered 18x18 copy; output pixel
@@ -43,7 +39,8 @@ namespace ringtrain {
 namespace {
 
 // Σ values[0, count) with 8 independent partial sums: a single running float sum is one
-// long chain of dependent additions (the compiler may not reorder float adds), ~4x slower.
+// long chain of dependent additions (the compiler may not reorder float adds), several times
+// slower.
 float sum_of(const float* values, std::size_t count) {
   float partial[8] = {};
   std::size_t q = 0;
@@ -175,7 +172,8 @@ void Conv2d::for_each_part(std::size_t n, std::size_t parts, Body&& body) {
 // in fixed chunks of kChunk floats: the last chunk of a run overshoots into the start of
 // the next run, which is written afterwards anyway (runs are filled in increasing address
 // order), and both buffers carry kChunk floats of slack at the end. Fixed-size chunks beat
-// a copy loop of run-time length Wo (14 for the cnn) by about 2x.
+// a copy loop of run-time length Wo (bench/README-conv.md, "Measurements behind the code
+// comments").
 void Conv2d::im2col(const float* image, float* col, float* padded) const {
   const std::size_t hp = h_ + 2 * pad_, wp = w_ + 2 * pad_, s = stride_;
   for (std::size_t c = 0; c < in_c_; ++c)

@@ -22,10 +22,11 @@ inline void scan(float v, std::uint32_t index, float& best_value, std::uint32_t&
 }
 
 // The cnn's 2x2 window with stride 2, four outputs at a time with SSE2 (part of every
-// x86-64 CPU). The generic loop below, with run-time k and stride, took 15.3 ms on the cnn's
-// first pool (128 x 32 x 28 x 28, one core) and the same loop with k = 2 fixed still 12.3
-// (the compiler keeps the selects as branches); this one 1.5 ms. Same scan order and rule as
-// scan(): top-left, top-right, bottom-left, bottom-right; a larger value or a NaN takes over.
+// x86-64 CPU). The generic loop below, with run-time k and stride, does not vectorize, even
+// with k = 2 fixed (the compiler keeps the selects as branches); this one is many times
+// faster (bench/README-conv.md, "Measurements behind the code comments"). Same
+// scan order and rule as scan(): top-left, top-right, bottom-left, bottom-right; a larger
+// value or a NaN takes over.
 //   top row    t0 t1 t2 t3 t4 t5 t6 t7  -> evens (t0 t2 t4 t6) = left, odds = right
 //   bottom row b0 b1 ... b7              -> the same
 void pool_2x2(const float* xp, float* yp, std::uint32_t* ap, std::size_t w, std::size_t ho,

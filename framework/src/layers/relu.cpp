@@ -21,8 +21,7 @@ void ReLU::backward(std::span<const float> /*x*/, std::span<const float> y,
   const std::size_t count = n * features_;
   // dy is read unconditionally so the select vectorizes: `y > 0 ? dy[i] : 0` reads dy only
   // where y > 0, which the compiler must keep as a branch, a coin flip on real activations
-  // (measured on the cnn's first ReLU, 128 x 32 x 28 x 28, one core: 15.2 ms with the branch,
-  // 1.5 ms vectorized).
+  // (bench/README-conv.md, "Measurements behind the code comments").
   const float* yp = y.data();
   const float* dyp = dy.data();
   float* dxp = dx.data();

@@ -3,8 +3,8 @@
 // Why it matters: for messages above ~32 KiB MPICH/UCX copies between processes with one
 // kernel call (cross-memory attach, process_vm_readv), which looks up and pins every page of
 // the message. With 4 KiB pages a 64 MiB allreduce pins 16,384 pages per direction; with
-// 2 MiB pages, 32. On the test machine that makes a 64 MiB ring allreduce about 1.5x faster
-// (bench/README-allreduce.md). The buffer is aligned to 2 MiB and madvise(MADV_HUGEPAGE)d
+// 2 MiB pages, 32, which makes large ring allreduces markedly faster (bench/README-allreduce.md,
+// "Huge pages"). The buffer is aligned to 2 MiB and madvise(MADV_HUGEPAGE)d
 // when it is at least that large (the kernel may still decline: it is advice, not a demand).
 //
 // Ownership: RAII, move-only; span() lends the elements. Contents start zeroed.

@@ -15,9 +15,9 @@ enum class Algorithm { kRing, kMpi };
 struct RingOptions {
   Algorithm algorithm = Algorithm::kRing;
   // Bytes per message. Large enough to use MPICH/UCX's single-copy rendezvous path (> 32 KiB
-  // here) and amortise the per-message cost, small enough to pipeline. Measured on the test
-  // machine (8-64 MiB, N = 2 and 4): 1 MiB x 2 in flight is as fast as or faster than
-  // 256 KiB x 4 and 512 KiB x 2; 1 MiB x 4 is slower (its 8 MiB of scratch evicts the data).
+  // here) and amortise the per-message cost, small enough to pipeline; with 2 in flight the
+  // scratch (4 MiB) stays small enough not to evict the data (bench/README-allreduce.md,
+  // "Segments").
   std::size_t segment_bytes = 1024 * 1024;
   // Receives posted ahead per step; the reduce-scatter scratch holds two steps' worth:
   // 2 · segments_in_flight · segment_bytes.

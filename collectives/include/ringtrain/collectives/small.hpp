@@ -3,9 +3,9 @@
 // the ring's size-agreement check, and a barrier.
 //
 // They are written on point-to-point messages, like the ring, so that they wait as politely
-// (wait.hpp): MPICH's MPI_Allreduce busy-polls and costs ~5 ms at N=4 on 2 cores, which would
-// dwarf a step's worth of tiny messages. Every rank sends its values straight to every other
-// rank (an all-gather, N-1 messages each, one latency), then each rank combines the N
+// (wait.hpp): MPICH's MPI_Allreduce busy-polls and costs milliseconds when ranks outnumber
+// cores, which would dwarf a step's worth of tiny messages. Every rank sends its values straight to
+// every other rank (an all-gather, N-1 messages each, one latency), then each rank combines the N
 // contributions in rank order, so all ranks compute bitwise-identical results, run after run.
 // All functions here are collective over `comm` and throw CollectiveError.
 #pragma once

@@ -6,8 +6,8 @@
 //   ranks <= cores  every rank owns a core; returning at once (spinning) gives the lowest
 //                   latency, and nobody else wants the core.
 //   ranks >  cores  the rank we wait for may be waiting for *our core*. Spinning (what
-//                   MPICH's own collectives do) burns the time slice that rank needs, so a
-//                   4-byte MPI_Allreduce at N=4 on 2 cores takes ~5 ms. Yielding hands the
+//                   MPICH's own collectives do) burns the time slice that rank needs, so even a
+//                   4-byte MPI_Allreduce takes milliseconds. Yielding hands the
 //                   core over at once, when the scheduler agrees; when yields come straight
 //                   back (it would not switch) we nap briefly, which lets it run anybody.
 // WaitPolicy::kAuto picks between the two once, from ranks_per_node and the cores this

@@ -16,21 +16,19 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
           const float* b, float beta, float* c);
 
 // Which code runs the products. kOwn: ringtrain's AVX-512 kernels (gemm_avx512.cpp) for the
-// products they were measured faster on in training, a Linear layer's y = x·Wᵀ and
-// dW = dyᵀ·x at 48 to 128 samples per rank with both feature sizes >= 64 (dx = dy·W lost
-// once W is out of cache: own_kernels_take in blas.cpp); everything else, and every product while a
-// rank has more than one BLAS thread, still goes to OpenBLAS. The choice decides the bits of
-// every result (another summation order), so runs compare bitwise only with the same choice.
+// products they were measured faster on in training, a Linear layer's products at batch
+// sizes and feature sizes that own_kernels_take in blas.cpp lists; everything else, and every
+// product while a rank has more than one BLAS thread, still goes to OpenBLAS. The choice decides
+// the bits of every result (another summation order), so runs compare bitwise only with the same
+// choice.
 enum class Kernels { kOpenBlas, kOwn };
 // True on a CPU with AVX-512F.
 bool own_kernels_supported();
 // "auto" | "openblas" | "own" -> the choice for this CPU. auto is kOwn where bench_gemm
 // measured the products it takes faster than OpenBLAS 0.3.21's best kernels
-// (bench/README-gemm.md): an Intel CPU with AVX-512F (Xeon Ice Lake-SP: 1.03-1.45x at 64
-// samples, 0.99-1.13x at 128) and AMD Zen 5, family 0x1A (EPYC: 0.99-1.25x at 64, 0.97-1.07x
-// at 128, against OpenBLAS's Cooperlake kernels); kOpenBlas elsewhere, Zen 4 included (it
-// runs 512-bit FMAs as two halves; not measured). Throws UsageError for another name, or
-// "own" on a CPU without AVX-512F.
+// (bench/README-gemm.md): an Intel CPU with AVX-512F and AMD Zen 5 (family 0x1A);
+// kOpenBlas elsewhere, Zen 4 included (it runs 512-bit FMAs as two halves; not measured). Throws
+// UsageError for another name, or "own" on a CPU without AVX-512F.
 Kernels resolve_kernels(const std::string& name);
 // Process-wide, like the thread count: set once at start-up, before any product runs.
 void set_kernels(Kernels kernels);
@@ -69,8 +67,9 @@ std::string config();
 
 // Kernel choice. OpenBLAS picks its kernels once, when the library loads, from the CPU model
 // number. A CPU newer than the library gets generic kernels: OpenBLAS 0.3.21 (bookworm) does
-// not know family 6 model 207 (Xeon, Emerald Rapids) and runs it as "Prescott" (SSE3), a
-// 1024³ sgemm at 33 GFLOP/s instead of 131 with the AVX-512 "SkylakeX" kernels. The only
+// not know family 6 model 207 (Xeon, Emerald Rapids) and runs it as "Prescott" (SSE3), far
+// slower than the AVX-512 "SkylakeX" kernels (bench/README-gemm.md, "OpenBLAS
+// kernels"). The only
 // remedy is the environment variable OPENBLAS_CORETYPE, read when the library loads.
 //
 // The kernel family OpenBLAS loaded ("SkylakeX", "Haswell", "Prescott", ...).
@@ -78,8 +77,8 @@ std::string core_name();
 // The OPENBLAS_CORETYPE that this CPU's instruction set supports ("SkylakeX" with AVX-512,
 // "Haswell" with AVX2+FMA) when the loaded kernels are of a weaker family; else empty.
 std::string better_core_type();
-// Threads. OpenBLAS's workers spin for ~0.1 s after each product before they sleep; ringtrain
-// has threads of its own (ThreadPool) that need those cores right after. ringtrain sets
+// Threads. OpenBLAS's workers spin for about 2^28 cycles after each product before they sleep;
+// ringtrain has threads of its own (ThreadPool) that need those cores right after. ringtrain sets
 // OPENBLAS_THREAD_TIMEOUT=4 (spin 2^4 cycles, then sleep), also read when the library loads.
 //
 // Call first in main, before MPI_Init and before any thread starts. When better_core_type()

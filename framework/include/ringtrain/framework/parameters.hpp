@@ -10,8 +10,8 @@
 //
 // Both buffers sit on transparent huge pages (collectives/buffer.hpp): the ring hands the
 // gradients, and with ZeRO-1 the parameters, to the kernel's cross-memory copy, which pins
-// every page of a message (mlp: 1,820 pages of 4 KiB, or 4 of 2 MiB). Measured gain at N=2:
-// comm 5 % shorter, the step within noise (bench/results/ab-hugepage-params-2026-12-01.txt).
+// every page of a message (mlp: 1,820 pages of 4 KiB, or 4 of 2 MiB); its effect:
+// bench/README-allreduce.md, "Huge pages".
 #pragma once
 
 #include <cstddef>
@@ -56,8 +56,12 @@ class ParameterStore {
   std::span<const float> values() const { return values_.span(); }
   std::span<float> grads() { return grads_.span(); }
   std::span<const float> grads() const { return grads_.span(); }
-  std::span<float> value(std::size_t i) { return values().subspan(entries_[i].offset, entries_[i].size); }
-  std::span<float> grad(std::size_t i) { return grads().subspan(entries_[i].offset, entries_[i].size); }
+  std::span<float> value(std::size_t i) {
+    return values().subspan(entries_[i].offset, entries_[i].size);
+  }
+  std::span<float> grad(std::size_t i) {
+    return grads().subspan(entries_[i].offset, entries_[i].size);
+  }
 
   // Fills every entry by its Init rule from a counter-based stream keyed by (seed, entry).
   void initialize(std::uint64_t seed);

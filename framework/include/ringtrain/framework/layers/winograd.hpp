@@ -32,8 +32,8 @@
 // (bench/README-conv.md).
 // Rounding: each output is still a float sum of 64·C products, but of transformed values:
 // the rows of Bᵀ have absolute sums up to 50. The Conv2d tests bound the error against a
-// direct convolution in double, and F(2x2, 5x5) (6x6 patches) was measured as no more
-// accurate there (both within 1.1e-5 of the largest value).
+// direct convolution in double; the smaller F(2x2, 5x5) would not be more accurate
+// (bench/README-conv.md, "Measurements behind the code comments").
 #pragma once
 
 #include <array>
