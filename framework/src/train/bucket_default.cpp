@@ -13,8 +13,8 @@ namespace ringtrain {
 
 namespace {
 
-// Measured with `mpiexec -n N ringtrain bench allreduce` on the project's machine, the regime
-// from 32 KiB (N=2) or 64 KiB (N=4) to 64 MiB (bench/results/allreduce-n{2,4}-2026-12-01.json).
+// Measured with `mpiexec -n N ringtrain bench allreduce` on the project's 2-core machine, the
+// regime from 32 KiB (N=2) or 64 KiB (N=4) to 64 MiB; the runs are in bench/README-allreduce.md.
 constexpr collectives::AlphaBeta kFitN2{4.84e-6, 7.24e9};
 constexpr collectives::AlphaBeta kFitOversubscribed{20.7e-6, 3.43e9};
 constexpr double kBucketScaleBytes = 1024.0 * 1024.0;  // pick the regime that holds this size
@@ -25,8 +25,8 @@ RingFit ring_fit_for_buckets(const std::string& cost_model_file, int N, bool ove
   if (cost_model_file.empty()) {
     if (oversubscribed)
       return {kFitOversubscribed,
-              "fit of the ring at N=4 on 2 cores (bench/README-allreduce.md, 2026-12-01)"};
-    return {kFitN2, "fit of the ring at N=2 (bench/README-allreduce.md, 2026-12-01)"};
+              "fit of the ring at N=4 on 2 cores (bench/README-allreduce.md)"};
+    return {kFitN2, "fit of the ring at N=2 (bench/README-allreduce.md)"};
   }
   std::ifstream in(cost_model_file);
   const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);

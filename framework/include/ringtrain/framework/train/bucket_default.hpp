@@ -3,7 +3,7 @@
 //
 // Which fit: --cost-model FILE (the JSON of `ringtrain bench allreduce --json`, measured on
 // the machine that trains) if given, else the fit measured on the project's 2-core machine
-// (bench/README-allreduce.md, 2026-12-01): N=2 with a core per rank, and N=4 on 2 cores for
+// (bench/README-allreduce.md): N=2 with a core per rank, and N=4 on 2 cores for
 // runs with more ranks than cores. The choice depends only on the file, N and whether ranks
 // outnumber cores, never on a measurement made at start-up: the bucket plan fixes the
 // summation order (for N >= 3), so a run must pick the same plan every time to stay bitwise
