@@ -1,4 +1,4 @@
-// The main of the own-kernel test (test_gemm.cpp): on a CPU without AVX-512F nothing there
+// The main of the own-kernel test (gemm_test.cpp): on a CPU without AVX-512F nothing there
 // can run, and it exits 77, which ctest reports as skipped. Holds Catch2's implementation, so
 // it is compiled unoptimised like support/unit_main.cpp.
 #define CATCH_CONFIG_RUNNER

@@ -1,7 +1,7 @@
 // ringtrain's own AVX-512 sgemm (gemm_avx512.cpp explains why and how). Layers reach it only
 // through blas::gemm (blas.hpp: Kernels), which calls it on a CPU with AVX-512F, on one
 // thread per call, for alpha = 1 and beta in {0, 1}. Exposed here for its tests
-// (tests/framework/test_gemm.cpp) and bench_gemm. Calling it on a CPU without AVX-512F
+// (tests/framework/gemm_test.cpp) and bench_gemm. Calling it on a CPU without AVX-512F
 // is an illegal instruction: check blas::own_kernels_supported() first.
 #pragma once
 
