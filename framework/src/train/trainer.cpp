@@ -141,7 +141,7 @@ TrainResults Trainer::run() {
                           ? config_.blas_threads
                           : std::max(1, cores / std::max(1, comm_.ranks_per_node()));
   blas::set_threads(threads);
-  blas::set_kernels(blas::resolve_kernels(config_.gemm));
+  blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
 
   // --- data ---
   const std::string data_dir =
@@ -159,7 +159,7 @@ TrainResults Trainer::run() {
           : data::parse_local_batches(config_.local_batches, static_cast<std::size_t>(world),
                                       global_batch);
   const std::size_t max_local = *std::max_element(local_batches.begin(), local_batches.end());
-  const Reduction reduction = parse_reduction(config_.reduction);
+  const Reduction reduction = config_.reduction;
 
   // --- model ---
   Sequential& model = *model_;
@@ -171,11 +171,11 @@ TrainResults Trainer::run() {
 
   const bool has_bn = model.has_batch_norm();
   const bool sync_bn =
-      world > 1 && (config_.sync_bn == "on" || (config_.sync_bn == "auto" && has_bn));
+      world > 1 && (config_.sync_bn == SyncBn::kOn || (config_.sync_bn == SyncBn::kAuto && has_bn));
 
   // --- optimizer and schedule ---
   OptimizerConfig opt;
-  opt.name = config_.optimizer;
+  opt.name = name_of(config_.optimizer);
   opt.momentum = config_.momentum;
   opt.nesterov = config_.nesterov;
   opt.weight_decay = config_.weight_decay;
@@ -199,15 +199,16 @@ TrainResults Trainer::run() {
   const coll::BucketChoice bucket_choice =
       config_.bucket_bytes > 0
           ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
-          : default_bucket_choice(ring_fit, world, grad_bytes, config_.overlap != "off");
+          : default_bucket_choice(ring_fit, world, grad_bytes, config_.overlap != Overlap::kOff);
   coll::RingOptions ring;
-  ring.algorithm = config_.collective == "mpi" ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
+  ring.algorithm =
+      config_.collective == CollectiveKind::kMpi ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
   ReducerOptions reducer_options;
   reducer_options.cap_bytes = bucket_choice.cap_bytes;
-  const bool alternate = config_.overlap == "alternate";  // on in even steps, off in odd ones
-  reducer_options.overlap = config_.overlap != "off";
-  reducer_options.update_per_bucket = config_.bucket_update == "on";
-  reducer_options.driver = parse_progress_driver(config_.progress);
+  const bool alternate = config_.overlap == Overlap::kAlternate;  // on in even steps, off in odd
+  reducer_options.overlap = config_.overlap != Overlap::kOff;
+  reducer_options.update_per_bucket = config_.bucket_update == OnOff::kOn;
+  reducer_options.driver = config_.progress;
   reducer_options.ring = ring;
   if (config_.segments_in_flight > 0)
     reducer_options.overlap_segments_in_flight = config_.segments_in_flight;
@@ -323,8 +324,8 @@ TrainResults Trainer::run() {
          {{"alpha_s", ring_fit.model.alpha_s},
           {"bandwidth_Bps", ring_fit.model.bandwidth_Bps},
           {"source", ring_fit.source}}},
-        {"overlap", config_.overlap},
-        {"progress", config_.progress},
+        {"overlap", name_of(config_.overlap)},
+        {"progress", name_of(config_.progress)},
         {"segment_bytes", reducer_options.ring.segment_bytes},
         {"segments_in_flight",
          {{"overlapping", reducer_options.overlap_segments_in_flight},
@@ -361,7 +362,7 @@ TrainResults Trainer::run() {
     if (world > 1) {
       say(fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
                       reducer.buckets().size(), bucket_choice.cap_bytes, bucket_choice.reason,
-                      config_.overlap, config_.progress,
+                      name_of(config_.overlap), name_of(config_.progress),
                       per_bucket_update ? ", each bucket updated as soon as it is summed" : ""));
     }
     say(fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
