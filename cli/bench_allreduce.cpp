@@ -11,6 +11,10 @@
 // algbw·2(N-1)/N, the ratio ring/MPI, and the model's prediction with its residual; also the
 // single-core memcpy bandwidth on 64 MiB (rank 0 alone, the others asleep) as the ceiling to
 // compare busbw with, and what the size-agreement check costs. Only rank 0 prints.
+//
+// The run, in order: make_plan (sizes, options) -> size_check_cost -> sweep (time_size per
+// size, the memcpy reference sampled at the largest) -> the α-β fit -> print_fit,
+// print_summary, print_traffic -> write_json.
 #include <fmt/core.h>
 #include <mpi.h>
 
