@@ -7,10 +7,14 @@
 // on every rank; its time per call is the slowest rank's batch time over the batch length,
 // and a size's time is the median over samples. (Batches, as in nccl-tests and OSU: with 4
 // ranks on 2 cores a single call after a barrier mostly measures how late the scheduler lets
-// the last rank out of the barrier, ~0.3 ms, not the call.) Prints time, algbw = M/t, busbw = algbw·2(N-1)/N,
-// the ratio ring/MPI, and the model's prediction with its residual; also the single-core
-// memcpy bandwidth on 64 MiB (rank 0 alone, the others asleep) as the ceiling to compare
-// busbw with, and what the size-agreement check costs. Only rank 0 prints.
+// the last rank out of the barrier, ~0.3 ms, not the call.) Prints time, algbw = M/t, busbw =
+// algbw·2(N-1)/N, the ratio ring/MPI, and the model's prediction with its residual; also the
+// single-core memcpy bandwidth on 64 MiB (rank 0 alone, the others asleep) as the ceiling to
+// compare busbw with, and what the size-agreement check costs. Only rank 0 prints.
+//
+// The run, in order: make_plan (sizes, options) -> size_check_cost -> sweep (time_size per
+// size, the memcpy reference sampled at the largest) -> the α-β fit -> print_fit,
+// print_summary, print_traffic -> write_json.
 #include <fmt/core.h>
 #include <mpi.h>
 
@@ -36,7 +40,7 @@ namespace {
 namespace coll = ringtrain::collectives;
 
 constexpr double kBatchSeconds = 10e-3;  // a timed sample lasts at least this long
-constexpr int kMaxBatch = 1024;         // ... or has this many calls
+constexpr int kMaxBatch = 1024;          // ... or has this many calls
 
 struct Settings {
   std::string json_path;
@@ -70,9 +74,12 @@ std::size_t parse_size(const std::string& text) {
   }
   std::string unit = text.substr(pos);
   std::size_t scale = 1;
-  if (unit == "K" || unit == "KiB") scale = 1024;
-  else if (unit == "M" || unit == "MiB") scale = 1024 * 1024;
-  else if (unit == "G" || unit == "GiB") scale = std::size_t{1} << 30;
+  if (unit == "K" || unit == "KiB")
+    scale = 1024;
+  else if (unit == "M" || unit == "MiB")
+    scale = 1024 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    scale = std::size_t{1} << 30;
   else if (!unit.empty() && unit != "B")
     throw UsageError("--sizes: unknown unit in '" + text + "' (use B, K, M or G)");
   const std::size_t bytes = value * scale;
@@ -163,246 +170,367 @@ std::pair<double, double> size_check_cost(const coll::Communicator& comm, coll::
   return {median(ring), median(mpi)};
 }
 
+// What a run measures, resolved from the settings: the sizes, both implementations'
+// options, and the size of the memcpy reference.
+struct Plan {
+  std::vector<std::size_t> sizes;
+  coll::RingOptions ring;                               // the hand-written ring, as the flags ask
+  coll::RingOptions mpi;                                // plain MPI_Allreduce
+  coll::WaitPolicy resolved = coll::WaitPolicy::kSpin;  // ring.wait for this machine
+  std::size_t largest = 0;                              // bytes of the largest size
+  std::size_t memcpy_bytes = 0;  // the memcpy reference: 64 MiB or the largest size
+};
+
+Plan make_plan(const Settings& settings, const coll::Communicator& comm) {
+  Plan plan;
+  for (const std::string& s : settings.sizes) plan.sizes.push_back(parse_size(s));
+  if (plan.sizes.empty())
+    for (std::size_t b = 4; b <= 64u * 1024 * 1024; b *= 2) plan.sizes.push_back(b);
+  if (settings.min_repeats < 1 || settings.max_repeats < settings.min_repeats)
+    throw UsageError("--repeats: need 1 <= min <= max");
+
+  plan.ring.segment_bytes = settings.segment_bytes;
+  plan.ring.segments_in_flight = settings.segments_in_flight;
+  try {
+    plan.ring.wait = coll::parse_wait_policy(settings.wait);
+  } catch (const coll::CollectiveError& e) {
+    throw UsageError(std::string("--wait: ") + e.what());
+  }
+  plan.ring.check_sizes = !settings.no_size_check;
+  plan.mpi.algorithm = coll::Algorithm::kMpi;
+  plan.mpi.check_sizes = false;  // plain MPI_Allreduce
+  plan.resolved = coll::resolve_wait_policy(plan.ring.wait, comm);
+  plan.largest = *std::max_element(plan.sizes.begin(), plan.sizes.end());
+  plan.memcpy_bytes = std::max<std::size_t>(plan.largest, 64u << 20);
+  return plan;
+}
+
+// The memcpy reference: single-core copies of memcpy_bytes on rank 0, timed between the
+// ring and MPI calls of the largest size so that all three see the same machine.
+class MemcpyReference {
+ public:
+  MemcpyReference(std::size_t bytes, bool huge_pages)
+      : bytes_(bytes),
+        from_(bytes / sizeof(float), huge_pages),
+        to_(bytes / sizeof(float), huge_pages) {
+    std::fill(from_.span().begin(), from_.span().end(), 1.0f);
+  }
+  // Collective: one timed copy (rank 0 copies, the others sleep in a barrier).
+  void sample(const coll::Communicator& comm) {
+    seconds_.push_back(time_memcpy(comm, from_.span(), to_.span()));
+  }
+  // Collective: the median copy's bytes per second (rank 0 measured it), on every rank.
+  double bandwidth_Bps(const coll::Communicator& comm) const {
+    double Bps = comm.rank() == 0 ? static_cast<double>(bytes_) / median(seconds_) : 0;
+    coll::allreduce_max(comm, std::span<double>(&Bps, 1));
+    return Bps;
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  Buffer from_, to_;
+  std::vector<double> seconds_;
+};
+
+// Times the ring and MPI_Allreduce on one buffer. Collective: every rank calls the same
+// methods in the same order.
+class SizeTimer {
+ public:
+  SizeTimer(const coll::Communicator& comm, const Plan& plan, coll::RingTransfer& transfer,
+            std::span<float> buffer)
+      : comm_(comm), plan_(plan), transfer_(transfer), buffer_(buffer) {}
+
+  // Seconds per call of a batch of `calls` back-to-back calls, on this rank. One untimed
+  // call first: after the other implementation's calls (MPICH's spinning leaves the
+  // scheduler's accounting lopsided at N > cores) the first call can take a millisecond
+  // that belongs to neither; a training loop calling one collective repeatedly never sees it.
+  double batch(bool use_ring, int calls) {
+    coll::barrier(comm_, plan_.resolved);
+    one_call(use_ring);
+    const double t0 = MPI_Wtime();
+    for (int k = 0; k < calls; ++k) one_call(use_ring);
+    return (MPI_Wtime() - t0) / calls;
+  }
+
+  // The batch length: doubled until a batch lasts kBatchSeconds on the slowest rank (the
+  // first call after a barrier is slow when ranks share cores, so one call is a poor
+  // estimate). Sets per_call_s to that batch's time per call, agreed over the ranks.
+  int calibrate(bool use_ring, double& per_call_s) {
+    for (int calls = 1;; calls *= 2) {
+      per_call_s = batch(use_ring, calls);
+      coll::allreduce_max(comm_, std::span<double>(&per_call_s, 1));
+      if (per_call_s * calls >= kBatchSeconds || calls >= kMaxBatch) return calls;
+    }
+  }
+
+  const coll::Counters& ring_counters() const { return counters_; }
+
+ private:
+  void one_call(bool use_ring) {
+    if (use_ring)
+      counters_ =
+          coll::run_collective(transfer_, comm_, buffer_, coll::Collective::kAllreduce, plan_.ring);
+    else
+      coll::run_collective(transfer_, comm_, buffer_, coll::Collective::kAllreduce, plan_.mpi);
+  }
+
+  const coll::Communicator& comm_;
+  const Plan& plan_;
+  coll::RingTransfer& transfer_;
+  std::span<float> buffer_;
+  coll::Counters counters_;
+};
+
+// One size: warm-up, calibration, then `repeats` samples in which the ring and MPI
+// alternate (and which goes first alternates too); the memcpy reference is sampled in
+// between at the largest size. Returns the ring's row and MPI's row. Collective.
+std::pair<Row, Row> time_size(const coll::Communicator& comm, const Settings& settings,
+                              const Plan& plan, coll::RingTransfer& transfer,
+                              std::span<float> buffer, MemcpyReference& reference) {
+  std::fill(buffer.begin(), buffer.end(), 1.0f);
+  SizeTimer timer(comm, plan, transfer, buffer);
+  for (int i = 0; i < settings.warmup; ++i) {
+    timer.batch(true, 1);
+    timer.batch(false, 1);
+  }
+  double ring_call_s = 0, mpi_call_s = 0;
+  const int ring_calls = timer.calibrate(true, ring_call_s);
+  const int mpi_calls = timer.calibrate(false, mpi_call_s);
+  const double sample_s = std::max(ring_calls * ring_call_s, mpi_calls * mpi_call_s);
+  const int repeats = std::clamp(static_cast<int>(settings.seconds_per_size / sample_s),
+                                 settings.min_repeats, settings.max_repeats);
+  std::vector<double> ring_s(static_cast<std::size_t>(repeats)), mpi_s(ring_s.size());
+  for (std::size_t i = 0; i < ring_s.size(); ++i) {
+    if (i % 2 == 0) {
+      ring_s[i] = timer.batch(true, ring_calls);
+      mpi_s[i] = timer.batch(false, mpi_calls);
+    } else {
+      mpi_s[i] = timer.batch(false, mpi_calls);
+      ring_s[i] = timer.batch(true, ring_calls);
+    }
+    if (buffer.size_bytes() == plan.largest) reference.sample(comm);
+  }
+  max_over_ranks(comm, ring_s);
+  max_over_ranks(comm, mpi_s);
+  const std::size_t bytes = buffer.size_bytes();
+  return {Row{"ring", bytes, median(ring_s), repeats, ring_calls, timer.ring_counters()},
+          Row{"mpi", bytes, median(mpi_s), repeats, mpi_calls, {}}};
+}
+
+double bus_factor(int N) {
+  return N > 1 ? 2.0 * (N - 1) / N : 0.0;
+}
+
+void print_header(const coll::Communicator& comm, const Settings& settings, const Plan& plan,
+                  std::pair<double, double> check_s) {
+  fmt::print(
+      "allreduce: ring vs MPI_Allreduce, N = {} ({} per node, {} cores), wait {} "
+      "(resolved: {}), segment {}, {} in flight, size check {}\n",
+      comm.size(), comm.ranks_per_node(), coll::available_cores(), settings.wait,
+      coll::to_string(plan.resolved), human(static_cast<double>(plan.ring.segment_bytes)),
+      plan.ring.segments_in_flight, plan.ring.check_sizes ? "on" : "off");
+  fmt::print("buffers: {}; size check alone: ring {:.1f} us, MPI_Allreduce {:.1f} us\n\n",
+             settings.small_pages ? "std::vector (4 KiB pages)" : "huge pages (buffer.hpp)",
+             check_s.first * 1e6, check_s.second * 1e6);
+  fmt::print("{:>10} {:>11} {:>11} {:>9} {:>11} {:>11} {:>11}\n", "size", "ring ms", "MPI ms",
+             "ring/MPI", "ring algbw", "ring busbw", "MPI busbw");
+}
+
+void print_size(const Row& r, const Row& m, int N) {
+  const double algbw = static_cast<double>(r.bytes) / r.median_s / 1e9;
+  const double mpi_algbw = static_cast<double>(r.bytes) / m.median_s / 1e9;
+  fmt::print("{:>10} {:>11.4f} {:>11.4f} {:>9.3f} {:>11.3f} {:>11.3f} {:>11.3f}\n",
+             human(static_cast<double>(r.bytes)), r.median_s * 1e3, m.median_s * 1e3,
+             r.median_s / m.median_s, algbw, algbw * bus_factor(N), mpi_algbw * bus_factor(N));
+  std::fflush(stdout);
+}
+
+// Every size in turn; rows come in pairs (ring, mpi) per size. Rank 0 prints each size's
+// line as soon as it is measured. Collective.
+std::vector<Row> sweep(const coll::Communicator& comm, const Settings& settings, const Plan& plan,
+                       MemcpyReference& reference) {
+  coll::RingTransfer transfer;  // planned once, reused for every call
+  Buffer data(plan.largest / sizeof(float), !settings.small_pages);
+  std::vector<Row> rows;
+  for (std::size_t bytes : plan.sizes) {
+    std::span<float> buffer = data.span().first(bytes / sizeof(float));
+    const auto [r, m] = time_size(comm, settings, plan, transfer, buffer, reference);
+    rows.push_back(r);
+    rows.push_back(m);
+    if (comm.rank() == 0) print_size(r, m, comm.size());
+  }
+  return rows;
+}
+
+// The ring's medians, the points the α-β model is fitted to.
+std::vector<coll::Sample> ring_samples(const std::vector<Row>& rows) {
+  std::vector<coll::Sample> samples;
+  for (const Row& r : rows)
+    if (r.impl == "ring") samples.push_back({static_cast<double>(r.bytes), r.median_s});
+  return samples;
+}
+
+void print_fit(const coll::CostFit& fit, const std::vector<coll::Sample>& samples) {
+  fmt::print(
+      "\nalpha-beta model t = 2(N-1)a + 2(N-1)/N M/B, fitted to the ring "
+      "(least squares on relative error):\n  {}\n",
+      fit.note);
+  if (fit.residuals.empty()) return;
+  fmt::print("{:>10} {:>12} {:>12} {:>9}\n", "size", "measured ms", "model ms", "residual");
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    fmt::print("{:>10} {:>12.4f} {:>12.4f} {:>8.1f}%\n", human(samples[i].bytes),
+               samples[i].seconds * 1e3, fit.predicted_s[i] * 1e3, 100 * fit.residuals[i]);
+}
+
+// The figures the targets are stated in: ring/MPI at >= 1 MiB, the smallest speed-up, and
+// busbw at the largest size against the memcpy reference.
+void print_summary(const std::vector<Row>& rows, int N, double memcpy_Bps,
+                   std::size_t memcpy_bytes) {
+  std::vector<double> big_ratios;
+  for (std::size_t i = 0; i + 1 < rows.size(); i += 2)
+    if (rows[i].bytes >= (1u << 20)) big_ratios.push_back(rows[i].median_s / rows[i + 1].median_s);
+  double worst_speedup = 1e300;
+  for (std::size_t i = 0; i + 1 < rows.size(); i += 2)
+    worst_speedup = std::min(worst_speedup, rows[i + 1].median_s / rows[i].median_s);
+  fmt::print(
+      "\nsummary: ring/MPI median over sizes >= 1 MiB: {}; smallest MPI/ring speed-up "
+      "over all sizes: {:.2f}x\n",
+      big_ratios.empty() ? std::string("-") : fmt::format("{:.3f}", median(big_ratios)),
+      worst_speedup);
+  const Row& last = rows[rows.size() - 2];
+  const double busbw = static_cast<double>(last.bytes) / last.median_s * bus_factor(N);
+  fmt::print(
+      "         busbw at {}: {:.2f} GB/s = {:.0f}% of single-core memcpy of {} "
+      "({:.2f} GB/s, same run)\n",
+      human(static_cast<double>(last.bytes)), busbw / 1e9, 100 * busbw / memcpy_Bps,
+      human(static_cast<double>(memcpy_bytes)), memcpy_Bps / 1e9);
+}
+
+// Memory traffic, the floor under any ring built on MPI messages once the data no longer
+// fits in cache (smaller sizes run faster than this estimate). With one copy per
+// message, a rank moves 7(N-1)/N · M bytes through memory: in each of the N-1
+// reduce-scatter rounds 2·M/N to copy the received chunk (read + write) and 3·M/N to add
+// it into place (read both, write one); in each all-gather round 2·M/N to copy. N ranks
+// do this at once on min(N, cores) cores, each core moving 2 × memcpy bytes per second.
+// At N = 2 that is 1.75 × the traffic of a copy (busbw at most 57 % of memcpy).
+void print_traffic(const std::vector<Row>& rows, int N, double memcpy_Bps) {
+  const int cores = std::min(N, coll::available_cores());
+  auto traffic_s = [&](std::size_t bytes) {
+    return 7.0 * (N - 1) * static_cast<double>(bytes) / (2.0 * cores * memcpy_Bps);
+  };
+  fmt::print(
+      "\nmemory traffic: 7(N-1)/N x M bytes per rank, {} rank(s) on {} core(s) at {:.2f} GB/s "
+      "memcpy each\n  (the 64 MiB copy speed: sizes that stay in cache beat it); MPI / traffic: "
+      "the most any "
+      "ring could gain over MPI_Allreduce where memory is the limit\n",
+      N, cores, memcpy_Bps / 1e9);
+  fmt::print("{:>10} {:>12} {:>12} {:>14} {:>13}\n", "size", "ring ms", "traffic ms",
+             "ring / traffic", "MPI / traffic");
+  for (std::size_t i = 0; i + 1 < rows.size(); i += 2) {
+    if (rows[i].bytes < (1u << 20)) continue;
+    const double t = traffic_s(rows[i].bytes);
+    fmt::print("{:>10} {:>12.4f} {:>12.4f} {:>14.2f} {:>12.2f}x\n",
+               human(static_cast<double>(rows[i].bytes)), rows[i].median_s * 1e3, t * 1e3,
+               rows[i].median_s / t, rows[i + 1].median_s / t);
+  }
+}
+
+nlohmann::json rows_json(const std::vector<Row>& rows, int N) {
+  nlohmann::json json_rows = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const double algbw = static_cast<double>(r.bytes) / r.median_s / 1e9;
+    nlohmann::json row = {{"impl", r.impl},       {"world_size", N},
+                          {"bytes", r.bytes},     {"median_s", r.median_s},
+                          {"algbw_GBps", algbw},  {"busbw_GBps", algbw * bus_factor(N)},
+                          {"repeats", r.repeats}, {"calls_per_sample", r.calls_per_sample},
+                          {"rounds", nullptr},    {"bytes_sent_per_rank", nullptr}};
+    if (r.impl == "ring") {
+      row["rounds"] = r.counters.rounds;
+      row["bytes_sent_per_rank"] = r.counters.bytes_sent;  // rank 0's; the same on every rank
+    }                                                      // when N divides M
+    json_rows.push_back(row);
+  }
+  return json_rows;
+}
+
+nlohmann::json fit_json(const coll::CostFit& fit, const std::vector<coll::Sample>& samples) {
+  auto bandwidth_json = [](double b) {
+    return std::isfinite(b) ? nlohmann::json(b) : nlohmann::json(nullptr);
+  };
+  nlohmann::json json = {{"model", "t = 2(N-1)*alpha + 2(N-1)/N * bytes / bandwidth"},
+                         {"alpha_s", fit.single.alpha_s},
+                         {"bandwidth_Bps", bandwidth_json(fit.single.bandwidth_Bps)},
+                         {"split", fit.split},
+                         {"note", fit.note},
+                         {"regimes", nlohmann::json::array()},
+                         {"residuals", nlohmann::json::array()}};
+  for (const coll::Regime& g : fit.regimes)
+    json["regimes"].push_back({{"from_bytes", g.from_bytes},
+                               {"to_bytes", g.to_bytes},
+                               {"alpha_s", g.model.alpha_s},
+                               {"bandwidth_Bps", bandwidth_json(g.model.bandwidth_Bps)}});
+  for (std::size_t i = 0; i < samples.size() && i < fit.residuals.size(); ++i)
+    json["residuals"].push_back({{"bytes", samples[i].bytes},
+                                 {"measured_s", samples[i].seconds},
+                                 {"predicted_s", fit.predicted_s[i]},
+                                 {"residual", fit.residuals[i]}});
+  return json;
+}
+
+// What the JSON file gets besides the rows and the fit.
+struct RunFacts {
+  std::pair<double, double> check_s;  // size check alone: ring, MPI_Allreduce
+  double memcpy_Bps = 0;
+};
+
+void write_json(const coll::Communicator& comm, const Settings& settings, const Plan& plan,
+                const RunFacts& facts, nlohmann::json rows, nlohmann::json fit) {
+  nlohmann::json doc = {
+      {"benchmark", "allreduce"},
+      {"world_size", comm.size()},
+      {"ranks_per_node", comm.ranks_per_node()},
+      {"available_cores", coll::available_cores()},
+      {"wait_policy", settings.wait},
+      {"wait_policy_resolved", coll::to_string(plan.resolved)},
+      {"segment_bytes", plan.ring.segment_bytes},
+      {"segments_in_flight", plan.ring.segments_in_flight},
+      {"size_check", plan.ring.check_sizes},
+      {"size_check_s", {{"ring", facts.check_s.first}, {"mpi_allreduce", facts.check_s.second}}},
+      {"memcpy_Bps", facts.memcpy_Bps},
+      {"memcpy_bytes", plan.memcpy_bytes},
+      {"huge_pages", !settings.small_pages},
+      {"rows", std::move(rows)},
+      {"fit", std::move(fit)}};
+  std::ofstream out(settings.json_path);
+  if (!out) throw Error("cannot write " + settings.json_path);
+  out << doc.dump(2) << '\n';
+  if (!out) throw Error("failed writing " + settings.json_path);
+  fmt::print("\nwrote {}\n", settings.json_path);
+}
+
 int run_bench(const Settings& settings) {
   coll::Communicator comm;
   const int N = comm.size();
   const bool leader = comm.rank() == 0;
+  const Plan plan = make_plan(settings, comm);
+  MemcpyReference reference(plan.memcpy_bytes, !settings.small_pages);
+  RunFacts facts;
+  facts.check_s = size_check_cost(comm, plan.resolved);
+  if (leader) print_header(comm, settings, plan, facts.check_s);
 
-  std::vector<std::size_t> sizes;
-  for (const std::string& s : settings.sizes) sizes.push_back(parse_size(s));
-  if (sizes.empty())
-    for (std::size_t b = 4; b <= 64u * 1024 * 1024; b *= 2) sizes.push_back(b);
-  if (settings.min_repeats < 1 || settings.max_repeats < settings.min_repeats)
-    throw UsageError("--repeats: need 1 <= min <= max");
-
-  coll::RingOptions ring;
-  ring.segment_bytes = settings.segment_bytes;
-  ring.segments_in_flight = settings.segments_in_flight;
-  try {
-    ring.wait = coll::parse_wait_policy(settings.wait);
-  } catch (const coll::CollectiveError& e) {
-    throw UsageError(std::string("--wait: ") + e.what());
-  }
-  ring.check_sizes = !settings.no_size_check;
-  coll::RingOptions mpi;
-  mpi.algorithm = coll::Algorithm::kMpi;
-  mpi.check_sizes = false;  // plain MPI_Allreduce
-  const coll::WaitPolicy resolved = coll::resolve_wait_policy(ring.wait, comm);
-
-  const std::size_t largest = *std::max_element(sizes.begin(), sizes.end());
-  // The memcpy reference: 64 MiB (or the largest size), timed between the ring and MPI calls
-  // of the largest size so that all three see the same machine.
-  const std::size_t memcpy_bytes = std::max<std::size_t>(largest, 64u << 20);
-  Buffer copy_from(memcpy_bytes / sizeof(float), !settings.small_pages);
-  Buffer copy_to(memcpy_bytes / sizeof(float), !settings.small_pages);
-  std::fill(copy_from.span().begin(), copy_from.span().end(), 1.0f);
-  std::vector<double> memcpy_s;
-  const auto [check_ring_s, check_mpi_s] = size_check_cost(comm, resolved);
-
-  if (leader) {
-    fmt::print("allreduce: ring vs MPI_Allreduce, N = {} ({} per node, {} cores), wait {} "
-               "(resolved: {}), segment {}, {} in flight, size check {}\n",
-               N, comm.ranks_per_node(), coll::available_cores(), settings.wait,
-               coll::to_string(resolved), human(static_cast<double>(ring.segment_bytes)),
-               ring.segments_in_flight, ring.check_sizes ? "on" : "off");
-    fmt::print("buffers: {}; size check alone: ring {:.1f} us, MPI_Allreduce {:.1f} us\n\n",
-               settings.small_pages ? "std::vector (4 KiB pages)" : "huge pages (buffer.hpp)",
-               check_ring_s * 1e6, check_mpi_s * 1e6);
-    fmt::print("{:>10} {:>11} {:>11} {:>9} {:>11} {:>11} {:>11}\n", "size", "ring ms",
-               "MPI ms", "ring/MPI", "ring algbw", "ring busbw", "MPI busbw");
-  }
-
-  coll::RingTransfer transfer;  // planned once, reused for every call
-  Buffer data(largest / sizeof(float), !settings.small_pages);
-  std::vector<Row> rows;
-  const double bus_factor = N > 1 ? 2.0 * (N - 1) / N : 0.0;
-
-  for (std::size_t bytes : sizes) {
-    std::span<float> buffer = data.span().first(bytes / sizeof(float));
-    std::fill(buffer.begin(), buffer.end(), 1.0f);
-    coll::Counters counters;
-    auto one_call = [&](bool use_ring) {
-      if (use_ring)
-        counters = coll::run_collective(transfer, comm, buffer, coll::Collective::kAllreduce, ring);
-      else
-        coll::run_collective(transfer, comm, buffer, coll::Collective::kAllreduce, mpi);
-    };
-    // Seconds per call of a batch of `calls` back-to-back calls, on this rank. One untimed
-    // call first: after the other implementation's calls (MPICH's spinning leaves the
-    // scheduler's accounting lopsided at N > cores) the first call can take a millisecond
-    // that belongs to neither; a training loop calling one collective repeatedly never sees it.
-    auto batch = [&](bool use_ring, int calls) {
-      coll::barrier(comm, resolved);
-      one_call(use_ring);
-      const double t0 = MPI_Wtime();
-      for (int k = 0; k < calls; ++k) one_call(use_ring);
-      return (MPI_Wtime() - t0) / calls;
-    };
-    // Warm-up, then batch lengths: doubled until a batch lasts kBatchSeconds on the slowest
-    // rank (the first call after a barrier is slow when ranks share cores, so one call is a
-    // poor estimate), then the number of samples that fits the time budget.
-    for (int i = 0; i < settings.warmup; ++i) {
-      batch(true, 1);
-      batch(false, 1);
-    }
-    auto calibrate = [&](bool use_ring, double& per_call) {
-      for (int calls = 1;; calls *= 2) {
-        per_call = batch(use_ring, calls);
-        coll::allreduce_max(comm, std::span<double>(&per_call, 1));
-        if (per_call * calls >= kBatchSeconds || calls >= kMaxBatch) return calls;
-      }
-    };
-    double ring_call_s = 0, mpi_call_s = 0;
-    const int ring_calls = calibrate(true, ring_call_s);
-    const int mpi_calls = calibrate(false, mpi_call_s);
-    const double sample_s = std::max(ring_calls * ring_call_s, mpi_calls * mpi_call_s);
-    const int repeats = std::clamp(static_cast<int>(settings.seconds_per_size / sample_s),
-                                   settings.min_repeats, settings.max_repeats);
-    std::vector<double> ring_s(static_cast<std::size_t>(repeats)), mpi_s(ring_s.size());
-    for (std::size_t i = 0; i < ring_s.size(); ++i) {
-      if (i % 2 == 0) {
-        ring_s[i] = batch(true, ring_calls);
-        mpi_s[i] = batch(false, mpi_calls);
-      } else {
-        mpi_s[i] = batch(false, mpi_calls);
-        ring_s[i] = batch(true, ring_calls);
-      }
-      if (bytes == largest) memcpy_s.push_back(time_memcpy(comm, copy_from.span(), copy_to.span()));
-    }
-    max_over_ranks(comm, ring_s);
-    max_over_ranks(comm, mpi_s);
-    const Row r{"ring", bytes, median(ring_s), repeats, ring_calls, counters};
-    const Row m{"mpi", bytes, median(mpi_s), repeats, mpi_calls, {}};
-    rows.push_back(r);
-    rows.push_back(m);
-    if (leader) {
-      const double algbw = static_cast<double>(bytes) / r.median_s / 1e9;
-      const double mpi_algbw = static_cast<double>(bytes) / m.median_s / 1e9;
-      fmt::print("{:>10} {:>11.4f} {:>11.4f} {:>9.3f} {:>11.3f} {:>11.3f} {:>11.3f}\n",
-                 human(static_cast<double>(bytes)), r.median_s * 1e3, m.median_s * 1e3,
-                 r.median_s / m.median_s, algbw, algbw * bus_factor, mpi_algbw * bus_factor);
-      std::fflush(stdout);
-    }
-  }
-
-  // memcpy median (rank 0 measured it; others hold zeros).
-  double memcpy_Bps = comm.rank() == 0 ? static_cast<double>(memcpy_bytes) / median(memcpy_s) : 0;
-  coll::allreduce_max(comm, std::span<double>(&memcpy_Bps, 1));
-
-  // The α-β model, fitted to the ring's medians.
-  std::vector<coll::Sample> samples;
-  for (const Row& r : rows)
-    if (r.impl == "ring") samples.push_back({static_cast<double>(r.bytes), r.median_s});
+  const std::vector<Row> rows = sweep(comm, settings, plan, reference);
+  facts.memcpy_Bps = reference.bandwidth_Bps(comm);
+  const std::vector<coll::Sample> samples = ring_samples(rows);
   const coll::CostFit fit = coll::fit_cost_model(samples, N);
 
-  nlohmann::json json_rows = nlohmann::json::array();
-  for (const Row& r : rows) {
-    const double algbw = static_cast<double>(r.bytes) / r.median_s / 1e9;
-    nlohmann::json row = {{"impl", r.impl},          {"world_size", N},
-                          {"bytes", r.bytes},        {"median_s", r.median_s},
-                          {"algbw_GBps", algbw},     {"busbw_GBps", algbw * bus_factor},
-                          {"repeats", r.repeats},    {"calls_per_sample", r.calls_per_sample},
-                          {"rounds", nullptr},
-                          {"bytes_sent_per_rank", nullptr}};
-    if (r.impl == "ring") {
-      row["rounds"] = r.counters.rounds;
-      row["bytes_sent_per_rank"] = r.counters.bytes_sent;  // rank 0's; the same on every rank
-    }                                                     // when N divides M
-    json_rows.push_back(row);
-  }
-  auto bandwidth_json = [](double b) { return std::isfinite(b) ? nlohmann::json(b) : nlohmann::json(nullptr); };
-  nlohmann::json fit_json = {{"model", "t = 2(N-1)*alpha + 2(N-1)/N * bytes / bandwidth"},
-                             {"alpha_s", fit.single.alpha_s},
-                             {"bandwidth_Bps", bandwidth_json(fit.single.bandwidth_Bps)},
-                             {"split", fit.split},
-                             {"note", fit.note},
-                             {"regimes", nlohmann::json::array()},
-                             {"residuals", nlohmann::json::array()}};
-  for (const coll::Regime& g : fit.regimes)
-    fit_json["regimes"].push_back({{"from_bytes", g.from_bytes}, {"to_bytes", g.to_bytes},
-                                   {"alpha_s", g.model.alpha_s},
-                                   {"bandwidth_Bps", bandwidth_json(g.model.bandwidth_Bps)}});
-  for (std::size_t i = 0; i < samples.size() && i < fit.residuals.size(); ++i)
-    fit_json["residuals"].push_back({{"bytes", samples[i].bytes},
-                                     {"measured_s", samples[i].seconds},
-                                     {"predicted_s", fit.predicted_s[i]},
-                                     {"residual", fit.residuals[i]}});
-
   if (leader) {
-    fmt::print("\nalpha-beta model t = 2(N-1)a + 2(N-1)/N M/B, fitted to the ring "
-               "(least squares on relative error):\n  {}\n", fit.note);
-    if (!fit.residuals.empty()) {
-      fmt::print("{:>10} {:>12} {:>12} {:>9}\n", "size", "measured ms", "model ms", "residual");
-      for (std::size_t i = 0; i < samples.size(); ++i)
-        fmt::print("{:>10} {:>12.4f} {:>12.4f} {:>8.1f}%\n", human(samples[i].bytes),
-                   samples[i].seconds * 1e3, fit.predicted_s[i] * 1e3, 100 * fit.residuals[i]);
-    }
-    // The figures the targets are stated in.
-    std::vector<double> big_ratios;
-    for (std::size_t i = 0; i + 1 < rows.size(); i += 2)
-      if (rows[i].bytes >= (1u << 20)) big_ratios.push_back(rows[i].median_s / rows[i + 1].median_s);
-    double worst_speedup = 1e300;
-    for (std::size_t i = 0; i + 1 < rows.size(); i += 2)
-      worst_speedup = std::min(worst_speedup, rows[i + 1].median_s / rows[i].median_s);
-    fmt::print("\nsummary: ring/MPI median over sizes >= 1 MiB: {}; smallest MPI/ring speed-up "
-               "over all sizes: {:.2f}x\n",
-               big_ratios.empty() ? std::string("-") : fmt::format("{:.3f}", median(big_ratios)),
-               worst_speedup);
-    const Row& last = rows[rows.size() - 2];
-    const double busbw = static_cast<double>(last.bytes) / last.median_s * bus_factor;
-    fmt::print("         busbw at {}: {:.2f} GB/s = {:.0f}% of single-core memcpy of {} "
-               "({:.2f} GB/s, same run)\n",
-               human(static_cast<double>(last.bytes)), busbw / 1e9, 100 * busbw / memcpy_Bps,
-               human(static_cast<double>(memcpy_bytes)), memcpy_Bps / 1e9);
-
-    // Memory traffic, the floor under any ring built on MPI messages once the data no longer
-    // fits in cache (smaller sizes run faster than this estimate). With one copy per
-    // message, a rank moves 7(N-1)/N · M bytes through memory: in each of the N-1
-    // reduce-scatter rounds 2·M/N to copy the received chunk (read + write) and 3·M/N to add
-    // it into place (read both, write one); in each all-gather round 2·M/N to copy. N ranks
-    // do this at once on min(N, cores) cores, each core moving 2 × memcpy bytes per second.
-    // At N = 2 that is 1.75 × the traffic of a copy (busbw at most 57 % of memcpy).
-    const int cores = std::min(N, coll::available_cores());
-    auto traffic_s = [&](std::size_t bytes) {
-      return 7.0 * (N - 1) * static_cast<double>(bytes) / (2.0 * cores * memcpy_Bps);
-    };
-    fmt::print("\nmemory traffic: 7(N-1)/N x M bytes per rank, {} rank(s) on {} core(s) at {:.2f} GB/s "
-               "memcpy each\n  (the 64 MiB copy speed: sizes that stay in cache beat it); MPI / traffic: the most any "
-               "ring could gain over MPI_Allreduce where memory is the limit\n",
-               N, cores, memcpy_Bps / 1e9);
-    fmt::print("{:>10} {:>12} {:>12} {:>14} {:>13}\n", "size", "ring ms", "traffic ms",
-               "ring / traffic", "MPI / traffic");
-    for (std::size_t i = 0; i + 1 < rows.size(); i += 2) {
-      if (rows[i].bytes < (1u << 20)) continue;
-      const double t = traffic_s(rows[i].bytes);
-      fmt::print("{:>10} {:>12.4f} {:>12.4f} {:>14.2f} {:>12.2f}x\n", human(static_cast<double>(rows[i].bytes)),
-                 rows[i].median_s * 1e3, t * 1e3, rows[i].median_s / t, rows[i + 1].median_s / t);
-    }
+    print_fit(fit, samples);
+    print_summary(rows, N, facts.memcpy_Bps, plan.memcpy_bytes);
+    print_traffic(rows, N, facts.memcpy_Bps);
   }
-
-  if (leader && !settings.json_path.empty()) {
-    nlohmann::json doc = {
-        {"benchmark", "allreduce"},
-        {"world_size", N},
-        {"ranks_per_node", comm.ranks_per_node()},
-        {"available_cores", coll::available_cores()},
-        {"wait_policy", settings.wait},
-        {"wait_policy_resolved", coll::to_string(resolved)},
-        {"segment_bytes", ring.segment_bytes},
-        {"segments_in_flight", ring.segments_in_flight},
-        {"size_check", ring.check_sizes},
-        {"size_check_s", {{"ring", check_ring_s}, {"mpi_allreduce", check_mpi_s}}},
-        {"memcpy_Bps", memcpy_Bps},
-        {"memcpy_bytes", memcpy_bytes},
-        {"huge_pages", !settings.small_pages},
-        {"rows", json_rows},
-        {"fit", fit_json}};
-    std::ofstream out(settings.json_path);
-    if (!out) throw Error("cannot write " + settings.json_path);
-    out << doc.dump(2) << '\n';
-    if (!out) throw Error("failed writing " + settings.json_path);
-    fmt::print("\nwrote {}\n", settings.json_path);
-  }
+  if (leader && !settings.json_path.empty())
+    write_json(comm, settings, plan, facts, rows_json(rows, N), fit_json(fit, samples));
   return 0;
 }
 

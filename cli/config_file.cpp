@@ -1,59 +1,45 @@
-// The --config reader (see config_file.hpp).
+// The --config reader (see config_file.hpp): toml++ parses the file (read_config_keys in
+// options.hpp), this file turns its keys into flags.
 #include "config_file.hpp"
-
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/options.hpp"
 
 namespace ringtrain::cli {
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t\r");
-  if (begin == std::string::npos) return "";
-  const auto end = s.find_last_not_of(" \t\r");
-  return s.substr(begin, end - begin + 1);
-}
-
-// The flags one file stands for, in file order.
+// The flags one file stands for, in file order: `key = "text"` or `key = 12` becomes
+// --key=text, `key = true` becomes --key, `key = false` nothing.
 std::vector<std::string> read_file(const std::string& path, CLI::App& sub) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("--config {}: cannot read the file", path));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   std::vector<std::string> flags;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    // strip a comment that is not inside a string
-    bool quoted = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-      if (line[i] == '"') quoted = !quoted;
-      if (line[i] == '#' && !quoted) {
-        line.resize(i);
-        break;
+  for (const ConfigKey& k : read_config_keys(text, path)) {
+    if (k.key == "config" || sub.get_option_no_throw("--" + k.key) == nullptr)
+      throw UsageError(
+          fmt::format("{}: unknown key '{}' (keys are the flag names of `ringtrain "
+                      "{}`, see --help)",
+                      k.where, k.key, sub.get_name()));
+    // A train option's value is checked here, where the message can say where it came from.
+    if (const TrainOption* option = find_train_option(k.key); option && sub.get_name() == "train") {
+      TrainConfig scratch;
+      try {
+        option->set(scratch, k.text);
+      } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", k.where, e.what()));
       }
     }
-    line = trim(line);
-    if (line.empty()) continue;
-    const auto where = fmt::format("--config {} line {}", path, number);
-    const auto eq = line.find('=');
-    if (eq == std::string::npos || line.front() == '[')
-      throw UsageError(fmt::format("{}: expected `key = value`, got '{}'", where, line));
-    const std::string key = trim(line.substr(0, eq));
-    std::string value = trim(line.substr(eq + 1));
-    if (key == "config" || sub.get_option_no_throw("--" + key) == nullptr)
-      throw UsageError(fmt::format("{}: unknown key '{}' (keys are the flag names of `ringtrain {}`, "
-                                   "see --help)", where, key, sub.get_name()));
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
-      value = value.substr(1, value.size() - 2);
-    } else if (value == "true" || value == "false") {
-      if (value == "true") flags.push_back("--" + key);
+    if (k.is_bool) {
+      if (k.text == "true") flags.push_back("--" + k.key);
       continue;
-    } else if (value.empty() || value.front() == '"') {
-      throw UsageError(fmt::format("{}: value of '{}' must be a number, a \"string\" or true/false",
-                                   where, key));
     }
-    flags.push_back("--" + key + "=" + value);
+    flags.push_back("--" + k.key + "=" + k.text);
   }
   return flags;
 }

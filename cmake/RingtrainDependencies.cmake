@@ -26,3 +26,5 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET GLOBAL libxxhash)
 find_package(nlohmann_json REQUIRED)
 find_package(fmt REQUIRED)
+# toml++: reads `ringtrain train --config FILE` (Debian ships the compiled library).
+find_package(tomlplusplus REQUIRED)

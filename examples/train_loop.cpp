@@ -56,8 +56,7 @@ int train_loop(int argc, char** argv) {
   plan.local_batches = local_batches;
   plan.schedule = settings.schedule_config(steps);
   plan.seed = seed;
-  OptimizerConfig sgd;
-  sgd.momentum = settings.momentum;
+  const OptimizerConfig sgd = settings.optimizer_config();
   const FaultInjector no_faults;
   Watchdog watchdog(comm.rank(), 60.0, default_watchdog_action);
   DataParallelStep step(comm, *model, train, plan, ReducerOptions{}, sgd, /*trace=*/nullptr,

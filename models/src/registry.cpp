@@ -69,8 +69,7 @@ std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
   ModelOptions options;
   options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
   options.dropout = config.dropout;
-  if (config.conv_algorithm == "im2col") options.conv_algorithm = Conv2d::Algorithm::kIm2col;
-  if (config.conv_algorithm == "winograd") options.conv_algorithm = Conv2d::Algorithm::kWinograd;
+  options.conv_algorithm = config.conv_algorithm;
   return make_model(config.model, options);
 }
 

@@ -94,7 +94,7 @@ TEST_CASE("mean-of-means with uneven local batches is a different computation") 
   TrainConfig config = small_config("mlp", 10, kGlobalBatch);
   const RunOutput reference = train_on(config, MPI_COMM_SELF);
   config.local_batches = uneven_split(world_size());
-  config.reduction = "mean-of-means";
+  config.reduction = Reduction::kMeanOfMeans;
   const RunOutput wrong = train_on(config, MPI_COMM_WORLD);
   const double rel = relative_difference(wrong.parameters, reference.parameters);
   INFO("relative difference of mean-of-means to N = 1: " << rel);
@@ -142,18 +142,18 @@ TEST_CASE("cnn-bn: SyncBatchNorm equals one process, per-rank BatchNorm differs"
   // Winograd the SyncBN runs here miss 1e-5 at N = 2, 3, 4, with im2col they meet it by a
   // wide margin (bench/README-conv.md, "Numbers, not only speed"). This test checks
   // SyncBatchNorm's accounting; Winograd has its own tests.
-  config.conv_algorithm = "im2col";
+  config.conv_algorithm = Conv2d::Algorithm::kIm2col;
   const RunOutput reference = train_on(config, MPI_COMM_SELF);
 
   config.local_batches = uneven_split(world_size());
-  config.sync_bn = "on";
+  config.sync_bn = SyncBn::kOn;
   const RunOutput synced = train_on(config, MPI_COMM_WORLD);
   const double rel_params = relative_difference(synced.parameters, reference.parameters);
   const double rel_stats = relative_difference(synced.buffers, reference.buffers);
   INFO("SyncBN: parameters " << rel_params << ", running statistics " << rel_stats);
   REQUIRE(all_ranks(rel_params <= 1e-5 && rel_stats <= 1e-5));
 
-  config.sync_bn = "off";
+  config.sync_bn = SyncBn::kOff;
   const RunOutput local = train_on(config, MPI_COMM_WORLD);
   const double rel_local = relative_difference(local.parameters, reference.parameters);
   INFO("per-rank BN: parameters " << rel_local);

@@ -1,10 +1,15 @@
 // --conv-algorithm reaches the cnn's convolutions: the flag's three values against the
-// algorithm each Conv2d of the built model reports.
+// algorithm each Conv2d of the built model reports. And the option table (options.hpp): every
+// option round-trips through config.toml and appears in the manifest's config; modes parse
+// by their words; the TOML reader names the file, line and key of a bad entry.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <string>
 
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
+#include "ringtrain/framework/train/options.hpp"
 #include "ringtrain/models/registry.hpp"
 
 using namespace ringtrain;
@@ -29,25 +34,135 @@ TEST_CASE("the cnn's convolutions run as --conv-algorithm says", "[models]") {
   TrainConfig config;
   config.model = "cnn";
   CHECK(conv_algorithms(config) == "im2col winograd F(4x4,5x5)");  // auto
-  config.conv_algorithm = "im2col";
+  config.conv_algorithm = parse_choice<Conv2d::Algorithm>("im2col", "--conv-algorithm");
   CHECK(conv_algorithms(config) == "im2col im2col");
-  config.conv_algorithm = "winograd";
+  config.conv_algorithm = parse_choice<Conv2d::Algorithm>("winograd", "--conv-algorithm");
   CHECK(conv_algorithms(config) == "winograd F(4x4,5x5) winograd F(4x4,5x5)");
-  config.conv_algorithm = "fast";
-  CHECK_THROWS_AS(config.validate(1), UsageError);
+  CHECK_THROWS_WITH(parse_choice<Conv2d::Algorithm>("fast", "--conv-algorithm"),
+                    "--conv-algorithm fast: choose one of auto, im2col, winograd");
 }
 
 TEST_CASE("overlap modes and segments in flight: what validate accepts", "[config]") {
   TrainConfig config;
   for (const std::string overlap : {"on", "off", "alternate"}) {
-    config.overlap = overlap;
+    config.overlap = parse_choice<Overlap>(overlap, "--overlap");
+    CHECK(name_of(config.overlap) == overlap);
     CHECK_NOTHROW(config.validate(2));
   }
-  config.overlap = "sometimes";
-  CHECK_THROWS_AS(config.validate(2), UsageError);
-  config.overlap = "on";
+  CHECK_THROWS_WITH(parse_choice<Overlap>("sometimes", "--overlap"),
+                    "--overlap sometimes: choose one of on, off, alternate");
+  config.overlap = Overlap::kOn;
   config.segments_in_flight = 64;
   CHECK_NOTHROW(config.validate(2));
   config.segments_in_flight = 65;
   CHECK_THROWS_AS(config.validate(2), UsageError);
+}
+
+namespace {
+
+// A value of `option` other than its default, as text: the next number, another word,
+// the switch given, a string no option has by default.
+std::string other_value(const TrainOption& option) {
+  const std::string text = option.default_text();
+  switch (option.kind) {
+    case ValueKind::kWhole:
+      return std::to_string(std::stoll(text) + 1);
+    case ValueKind::kReal:
+      return fmt::format("{}", std::stod(text) + 0.25);
+    case ValueKind::kSwitch:
+      return text == "true" ? "false" : "true";
+    case ValueKind::kChoice:
+      return option.choices.front() != text ? option.choices.front() : option.choices.back();
+    case ValueKind::kText:
+      break;
+  }
+  return text + "x,1";
+}
+
+}  // namespace
+
+TEST_CASE("options: every option of the table round-trips through config.toml", "[options]") {
+  REQUIRE(train_options().size() > 40);
+  for (const TrainOption& option : train_options()) {
+    INFO(option.flag() << " " << other_value(option));
+    TrainConfig written;
+    option.set(written, other_value(option));
+    REQUIRE(option.get(written) != option.get(TrainConfig{}));  // the value is not the default
+    const std::string toml = written.to_toml();
+    const bool listed = toml.find("\n" + option.name + " = ") != std::string::npos;
+    if (!option.in_config_toml) {  // --run-dir, --resume: a rerun picks its own
+      CHECK_FALSE(listed);
+      continue;
+    }
+    CHECK(listed);
+    TrainConfig read;
+    apply_config_toml(read, toml, "config.toml");
+    CHECK(read.to_json() == written.to_json());
+  }
+}
+
+TEST_CASE("options: config.toml only writes switches that are on", "[options]") {
+  // A switch's default must be off: the file cannot say "off" for a switch that is on.
+  for (const TrainOption& option : train_options())
+    if (option.kind == ValueKind::kSwitch) CHECK(option.default_text() == "false");
+}
+
+TEST_CASE("options: the manifest's config has every option of the table, and nothing else",
+          "[options]") {
+  const nlohmann::json json = TrainConfig{}.to_json();
+  for (const TrainOption& option : train_options()) {
+    INFO(option.flag());
+    REQUIRE(json.contains(option.name));
+    CHECK(json[option.name] == option.get(TrainConfig{}));
+  }
+  CHECK(json.size() == train_options().size());
+}
+
+TEST_CASE("options: names are unique and every mode lists its words in --help", "[options]") {
+  for (const TrainOption& option : train_options()) {
+    INFO(option.flag());
+    CHECK(find_train_option(option.name) == &option);
+    CHECK_FALSE(option.help.empty());
+    if (option.kind == ValueKind::kChoice) {
+      std::string list;
+      for (const std::string& word : option.choices) list += (list.empty() ? "" : " | ") + word;
+      CHECK(option.help.rfind(list, 0) == 0);
+    }
+  }
+  CHECK(find_train_option("learning_rate") == nullptr);
+}
+
+TEST_CASE("options: values are parsed strictly and errors name the flag", "[options]") {
+  TrainConfig config;
+  const TrainOption& steps = *find_train_option("steps");
+  CHECK_THROWS_WITH(steps.set(config, "many"), "--steps many: not a whole number >= 0");
+  CHECK_THROWS_WITH(steps.set(config, "-1"), "--steps -1: not a whole number >= 0");
+  CHECK_THROWS_WITH(steps.set(config, "6x"), "--steps 6x: not a whole number >= 0");
+  steps.set(config, "6");
+  CHECK(config.steps == 6);
+  const TrainOption& lr = *find_train_option("lr");
+  CHECK_THROWS_WITH(lr.set(config, "fast"), "--lr fast: not a number");
+  lr.set(config, "-0.1");  // parses; validate() rejects it
+  CHECK_THROWS_WITH(config.validate(1), "--lr -0.1: the learning rate must be > 0");
+  find_train_option("no-eval")->set(config, "true");
+  CHECK_FALSE(config.evaluate);
+}
+
+TEST_CASE("options: the TOML reader names the file, line and key of a bad entry", "[options]") {
+  TrainConfig config;
+  CHECK_THROWS_WITH(apply_config_toml(config, "steps = 6\nlearning_rate = 0.1\n", "run.toml"),
+                    "--config run.toml line 2: unknown key 'learning_rate' (keys are the flag "
+                    "names of `ringtrain train`, see --help)");
+  CHECK_THROWS_WITH(apply_config_toml(config, "\noverlap = \"sometimes\"\n", "run.toml"),
+                    "--config run.toml line 2: --overlap sometimes: choose one of on, off, "
+                    "alternate");
+  CHECK_THROWS_WITH(apply_config_toml(config, "steps = 6.5\n", "run.toml"),
+                    "--config run.toml line 1: --steps 6.5: not a whole number >= 0");
+  CHECK_THROWS_WITH(apply_config_toml(config, "[train]\nsteps = 6\n", "run.toml"),
+                    Catch::Contains("line 1") && Catch::Contains("'train'"));
+  CHECK_THROWS_WITH(apply_config_toml(config, "steps = = 6\n", "run.toml"),
+                    Catch::StartsWith("--config run.toml line 1: "));
+  apply_config_toml(config, "# a comment\nmodel = \"cnn\" # trailing\nnesterov = true\n", "x");
+  CHECK(config.model == "cnn");
+  CHECK(config.nesterov);
 }

@@ -46,15 +46,15 @@ std::vector<nlohmann::json> read_metrics(const std::filesystem::path& run) {
 TEST_CASE("overlap on and off, same buckets: bitwise the same parameters") {
   for (const std::string optimizer : {"sgd", "adamw"}) {
     TrainConfig config = overlap_config(8);
-    config.optimizer = optimizer;
+    config.optimizer = parse_choice<OptimizerKind>(optimizer, "--optimizer");
     config.lr = optimizer == "sgd" ? 0.05f : 0.003f;
-    config.overlap = "off";
+    config.overlap = Overlap::kOff;
     const RunOutput off = train_on(config, MPI_COMM_WORLD);
-    config.overlap = "on";
+    config.overlap = Overlap::kOn;
     for (const std::string progress : {"layers", "thread"})
       for (const std::string update : {"on", "off"}) {
-        config.progress = progress;
-        config.bucket_update = update;
+        config.progress = parse_choice<ProgressDriver>(progress, "--progress");
+        config.bucket_update = parse_choice<OnOff>(update, "--bucket-update");
         INFO(fmt::format("{}, N = {}: overlap on, progress {}, per-bucket update {}", optimizer,
                          world_size(), progress, update));
         const RunOutput on = train_on(config, MPI_COMM_WORLD);
@@ -75,10 +75,10 @@ TEST_CASE("cnn with overlap on, or alternating, equals overlap off bit for bit")
   TrainConfig config = small_config("cnn", 3, 12);
   config.bucket_bytes = 64 * 1024;
   config.trace_steps = 0;
-  config.overlap = "off";
+  config.overlap = Overlap::kOff;
   const RunOutput off = train_on(config, MPI_COMM_WORLD);
   for (const std::string overlap : {"on", "alternate"}) {
-    config.overlap = overlap;
+    config.overlap = parse_choice<Overlap>(overlap, "--overlap");
     const RunOutput run = train_on(config, MPI_COMM_WORLD);
     INFO("overlap " << overlap << ", N = " << world_size());
     REQUIRE(all_ranks(bitwise_equal(run.parameters, off.parameters)));
@@ -95,7 +95,7 @@ TEST_CASE("step account: exposed <= comm, compute + exposed = measured step time
   for (const std::string overlap : {"on", "off", "alternate"}) {
     TrainConfig config = overlap_config(40);
     config.log_every = 10;
-    config.overlap = overlap;
+    config.overlap = parse_choice<Overlap>(overlap, "--overlap");
     Facts facts;
     train_on(config, MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
       if (world_rank() != 0) return;

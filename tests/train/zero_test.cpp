@@ -26,7 +26,7 @@ TrainConfig zero_config(const std::string& optimizer, std::size_t bucket_bytes) 
   c.mlp_hidden = "32,16";
   c.log_every = 1;
   c.trace_steps = 0;
-  c.optimizer = optimizer;
+  c.optimizer = parse_choice<OptimizerKind>(optimizer, "--optimizer");
   c.lr = optimizer == "sgd" ? 0.05f : 0.003f;
   c.weight_decay = 0.01f;
   c.bucket_bytes = bucket_bytes;
@@ -80,8 +80,8 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
       for (const Variant v :
            {Variant{"on", "layers"}, Variant{"off", "layers"}, Variant{"on", "thread"}}) {
         if (bucket_bytes > 4096 && v.overlap != std::string("on")) continue;
-        config.overlap = v.overlap;
-        config.progress = v.progress;
+        config.overlap = parse_choice<Overlap>(v.overlap, "--overlap");
+        config.progress = parse_choice<ProgressDriver>(v.progress, "--progress");
         INFO(fmt::format("{}, N = {}, bucket cap {} B, overlap {}, progress {}", optimizer, N,
                          bucket_bytes, v.overlap, v.progress));
         const ZeroRun zero = run(config);

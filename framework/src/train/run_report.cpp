@@ -56,8 +56,8 @@ nlohmann::json buckets_json(const RunFacts& f) {
        {{"alpha_s", f.ring_fit.model.alpha_s},
         {"bandwidth_Bps", f.ring_fit.model.bandwidth_Bps},
         {"source", f.ring_fit.source}}},
-      {"overlap", f.config->overlap},
-      {"progress", f.config->progress},
+      {"overlap", name_of(f.config->overlap)},
+      {"progress", name_of(f.config->progress)},
       {"segment_bytes", o.ring.segment_bytes},
       {"segments_in_flight",
        {{"overlapping", o.overlap_segments_in_flight}, {"blocking", o.ring.segments_in_flight}}},
@@ -148,10 +148,11 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
       fmt::join(f.state_bytes.per_rank, " / "), c.zero,
       c.zero == 1 ? ": each rank its chunk of every bucket" : "", f.state_bytes.unsharded));
   if (f.world > 1)
-    lines.push_back(fmt::format(
-        "  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
-        f.reducer->buckets().size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason, c.overlap,
-        c.progress, per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
+    lines.push_back(
+        fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
+                    f.reducer->buckets().size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason,
+                    name_of(c.overlap), name_of(c.progress),
+                    per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
   lines.push_back(
       fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
                   f.total_steps, f.steps_per_epoch, f.eval_every, f.run_dir));

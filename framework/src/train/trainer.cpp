@@ -90,24 +90,13 @@ Watchdog::Action record_then(Watchdog::Action act, int rank, std::filesystem::pa
 ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
   ReducerOptions o;
   o.cap_bytes = cap_bytes;
-  o.overlap = c.overlap != "off";
-  o.update_per_bucket = c.bucket_update == "on";
-  o.driver = parse_progress_driver(c.progress);
-  o.ring.algorithm = c.collective == "mpi" ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
+  o.overlap = c.overlap != Overlap::kOff;
+  o.update_per_bucket = c.bucket_update == OnOff::kOn;
+  o.driver = c.progress;
+  o.ring.algorithm =
+      c.collective == CollectiveKind::kMpi ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
   if (c.segments_in_flight > 0) o.overlap_segments_in_flight = c.segments_in_flight;
   o.zero = c.zero == 1;
-  return o;
-}
-
-OptimizerConfig optimizer_config(const TrainConfig& c) {
-  OptimizerConfig o;
-  o.name = c.optimizer;
-  o.momentum = c.momentum;
-  o.nesterov = c.nesterov;
-  o.weight_decay = c.weight_decay;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
   return o;
 }
 
@@ -190,7 +179,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
                             ? config_.blas_threads
                             : std::max(1, facts_.cores / std::max(1, facts_.ranks_per_node));
   blas::set_threads(facts_.blas_threads);
-  blas::set_kernels(blas::resolve_kernels(config_.gemm));
+  blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
   load_data();
   plan_batches_and_steps();
   prepare_model(input_shape);
@@ -223,7 +212,7 @@ void TrainingRun::plan_batches_and_steps() {
       config_.local_batches.empty()
           ? data::near_equal_split(config_.global_batch, world)
           : data::parse_local_batches(config_.local_batches, world, config_.global_batch);
-  facts_.reduction = parse_reduction(config_.reduction);
+  facts_.reduction = config_.reduction;
   sampler_ =
       std::make_unique<data::GlobalSampler>(config_.seed, train_.size(), config_.global_batch);
   facts_.steps_per_epoch = sampler_->steps_per_epoch();
@@ -243,8 +232,9 @@ void TrainingRun::prepare_model(const Shape& input_shape) {
   model_.initialize(config_.seed);
   if (comm_.size() > 1) coll::broadcast(comm_, model_.parameters().values(), 0);
   facts_.has_batch_norm = model_.has_batch_norm();
-  facts_.sync_bn = comm_.size() > 1 && (config_.sync_bn == "on" ||
-                                        (config_.sync_bn == "auto" && facts_.has_batch_norm));
+  facts_.sync_bn =
+      comm_.size() > 1 && (config_.sync_bn == SyncBn::kOn ||
+                           (config_.sync_bn == SyncBn::kAuto && facts_.has_batch_norm));
   facts_.parameters = model_.parameters().num_elements();
 }
 
@@ -253,10 +243,10 @@ void TrainingRun::build_step() {
   const int world = comm_.size();
   const std::size_t grad_bytes = model_.parameters().num_elements() * sizeof(float);
   facts_.ring_fit = ring_fit_for_buckets(config_.cost_model, world, coll::oversubscribed(comm_));
-  facts_.bucket_choice =
-      config_.bucket_bytes > 0
-          ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
-          : default_bucket_choice(facts_.ring_fit, world, grad_bytes, config_.overlap != "off");
+  facts_.bucket_choice = config_.bucket_bytes > 0
+                             ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
+                             : default_bucket_choice(facts_.ring_fit, world, grad_bytes,
+                                                     config_.overlap != Overlap::kOff);
   const ReducerOptions reducer = reducer_options(config_, facts_.bucket_choice.cap_bytes);
 
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
@@ -274,10 +264,10 @@ void TrainingRun::build_step() {
   plan.local_batches = facts_.local_batches;
   plan.schedule = config_.schedule_config(facts_.total_steps);
   plan.sync_bn = facts_.sync_bn;
-  plan.alternate_overlap = config_.overlap == "alternate";
+  plan.alternate_overlap = config_.overlap == Overlap::kAlternate;
   plan.seed = config_.seed;
   step_ = std::make_unique<DataParallelStep>(
-      comm_, model_, train_, std::move(plan), reducer, optimizer_config(config_),
+      comm_, model_, train_, std::move(plan), reducer, config_.optimizer_config(),
       config_.trace_steps > 0 ? trace_.get() : nullptr, watchdog_, faults_);
   facts_.reducer = &step_->reducer();
   facts_.optimizer = step_->optimizer().describe();

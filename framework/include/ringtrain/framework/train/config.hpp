@@ -1,8 +1,10 @@
 // TrainConfig: everything `ringtrain train` was asked to do, resolved and validated.
 //
-// The CLI fills it from flags and --config; validate() checks every value before anything
-// is written, so bad input costs one line and exit code 2 (UsageError), never a half-made
-// run directory. to_json() is what manifest.json records under "config".
+// Each field is the value of one option of the table in options.hpp, which
+// gives its flag name, help and check once. The CLI fills it from flags and --config;
+// validate() checks every value before anything is written, so bad input costs one line and
+// exit code 2 (UsageError), never a half-made run directory. to_json() is what manifest.json
+// records under "config". Modes are the enums of modes.hpp.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/optim/schedule.hpp"
+#include "ringtrain/framework/train/modes.hpp"
 
 namespace ringtrain {
 
@@ -20,7 +24,7 @@ struct TrainConfig {
   std::string model = "mlp";
   std::string mlp_hidden = "1024,1024";
   float dropout = 0.0f;
-  std::string conv_algorithm = "auto";  // auto | im2col | winograd (5x5 stride-1 layers)
+  Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;  // of 5x5 stride-1 layers
 
   // batches and length
   std::size_t global_batch = 128;
@@ -29,34 +33,34 @@ struct TrainConfig {
   double epochs = 10;
 
   // optimizer and schedule
-  std::string optimizer = "sgd";
+  OptimizerKind optimizer = OptimizerKind::kSgd;
   float lr = 0.05f;
   float momentum = 0.9f;
   bool nesterov = false;
   float weight_decay = 0.0f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
-  std::string schedule = "constant";
+  ScheduleKind schedule = ScheduleKind::kConstant;
   std::uint64_t warmup_steps = 0;
   std::uint64_t step_size =
       0;  // schedule=step: decay every step_size steps (0: a third of the run)
   float gamma = 0.1f;
   float min_lr = 0.0f;
-  std::string lr_scaling = "none";  // none | linear | sqrt, relative to batch 128
+  LrScaling lr_scaling = LrScaling::kNone;  // relative to batch 128
   std::uint64_t seed = 0;
 
   // data parallelism
-  std::string reduction = "sum-scaled";  // sum-scaled | mean-of-means (wrong, for teaching)
-  std::string sync_bn = "auto";          // auto | on | off
-  int blas_threads = 0;                  // 0: cores per node / ranks per node
-  std::string gemm = "auto";             // auto | openblas | own (blas.hpp: Kernels)
-  std::string collective = "ring";       // ring | mpi
+  Reduction reduction = Reduction::kSumScaled;  // mean-of-means: wrong, for teaching
+  SyncBn sync_bn = SyncBn::kAuto;
+  int blas_threads = 0;                 // 0: cores per node / ranks per node
+  GemmChoice gemm = GemmChoice::kAuto;  // blas.hpp: Kernels
+  CollectiveKind collective = CollectiveKind::kRing;
 
   // overlap of the gradient sum with backward (gradient_reducer.hpp)
-  std::size_t bucket_bytes = 0;        // bucket cap; 0: the default rule from the α-β model
-  std::string overlap = "on";          // on: rings start during backward; off: after it; alternate:
-                                       // on in even steps, off in odd ones (to measure overlap)
-  std::string progress = "layers";     // layers | thread: who polls the rings during backward
-  std::string bucket_update = "on";    // on: update each bucket once summed (hidden flag)
+  std::size_t bucket_bytes = 0;    // bucket cap; 0: the default rule from the α-β model
+  Overlap overlap = Overlap::kOn;  // on: rings start during backward; off: after it; alternate:
+                                   // on in even steps, off in odd ones (to measure overlap)
+  ProgressDriver progress = ProgressDriver::kLayers;  // who polls the rings during backward
+  OnOff bucket_update = OnOff::kOn;    // on: update each bucket once summed (hidden flag)
   std::size_t segments_in_flight = 0;  // overlapping rings' window; 0: the reducer's default
   std::string cost_model;              // JSON of `ringtrain bench allreduce --json` for the default
   std::uint64_t trace_steps = 20;      // steps recorded in trace.json; 0: no trace
@@ -83,14 +87,16 @@ struct TrainConfig {
   std::uint64_t max_nonfinite_steps = 5;  // consecutive skipped (non-finite) steps before giving up
   double watchdog_s = 0.0;                // stuck-in-a-phase limit; 0: automatic (floor 60 s)
 
-  // Throws UsageError naming the flag and value for anything out of range. world_size is
-  // needed to check --local-batches.
+  // Runs every option's check: throws UsageError naming the flag and value for anything out
+  // of range. world_size is needed to check --local-batches.
   void validate(int world_size) const;
   // Keys are the flag names ("global-batch"), so the JSON in the manifest and the TOML in
   // the run directory both say exactly what to pass to reproduce the run.
   nlohmann::json to_json() const;
   std::string to_toml() const;
 
+  // The optimizer of --optimizer with --momentum, --nesterov, --weight-decay and the betas.
+  OptimizerConfig optimizer_config() const;
   // The learning-rate schedule of a run of total_steps steps: --lr scaled by --lr-scaling
   // for the global batch (reference batch 128), warmup, and the decay of --schedule.
   ScheduleConfig schedule_config(std::uint64_t total_steps) const;

@@ -1,0 +1,408 @@
+// The table of `ringtrain train`'s options (see options.hpp) and the TOML reader of --config.
+//
+// option(name, &TrainConfig::field, help, check) makes one row; the field's type decides how
+// its text is parsed and how the manifest shows it (strings as they are, integers strictly,
+// floats by their shortest decimal form, enums by their word from modes.hpp).
+#include "ringtrain/framework/train/options.hpp"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <type_traits>
+
+#include "ringtrain/framework/data/sampler.hpp"
+#include "ringtrain/framework/error.hpp"
+
+namespace ringtrain {
+namespace {
+
+using Check = std::function<void(const TrainConfig&, int world_size)>;
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
+
+// A float as the double with the same shortest decimal form: 0.9f -> 0.9, not 0.8999999761.
+double shortest(float value) {
+  return std::stod(fmt::format("{}", value));
+}
+
+// The whole text as a number of type T: "12" yes, "12x", "", "many" and "-1" (unsigned) no.
+template <typename T>
+T parse_number(std::string_view text, const std::string& flag) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end) {
+    const char* what = std::is_integral_v<T> ? (std::is_signed_v<T> ? "not a whole number"
+                                                                    : "not a whole number >= 0")
+                                             : "not a number";
+    throw UsageError(fmt::format("{} {}: {}", flag, text, what));
+  }
+  return value;
+}
+
+bool parse_switch(std::string_view text, const std::string& flag) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  throw UsageError(fmt::format("{} {}: a switch is true or false", flag, text));
+}
+
+// One row: the field's type picks the kind, the parser and the manifest's form.
+template <typename T>
+TrainOption option(std::string name, T TrainConfig::*field, std::string help, Check check = {}) {
+  TrainOption o;
+  o.name = std::move(name);
+  o.help = std::move(help);
+  o.check = std::move(check);
+  const std::string flag = "--" + o.name;
+  if constexpr (std::is_same_v<T, std::string>) {
+    o.kind = ValueKind::kText;
+    o.set = [field](TrainConfig& c, std::string_view text) { c.*field = std::string(text); };
+    o.get = [field](const TrainConfig& c) { return nlohmann::json(c.*field); };
+  } else if constexpr (std::is_same_v<T, bool>) {
+    o.kind = ValueKind::kSwitch;
+    o.set = [field, flag](TrainConfig& c, std::string_view text) {
+      c.*field = parse_switch(text, flag);
+    };
+    o.get = [field](const TrainConfig& c) { return nlohmann::json(c.*field); };
+  } else if constexpr (std::is_enum_v<T>) {
+    o.kind = ValueKind::kChoice;
+    for (const Choice<T>& choice : choices<T>()) o.choices.emplace_back(choice.name);
+    o.help = choice_list<T>() + (o.help.empty() ? "" : ": " + o.help);
+    o.set = [field, flag](TrainConfig& c, std::string_view text) {
+      c.*field = parse_choice<T>(text, flag);
+    };
+    o.get = [field](const TrainConfig& c) { return nlohmann::json(name_of(c.*field)); };
+  } else {
+    static_assert(std::is_arithmetic_v<T>, "an option's field is a string, bool, enum or number");
+    o.kind = std::is_integral_v<T> ? ValueKind::kWhole : ValueKind::kReal;
+    o.set = [field, flag](TrainConfig& c, std::string_view text) {
+      c.*field = parse_number<T>(text, flag);
+    };
+    o.get = [field](const TrainConfig& c) {
+      if constexpr (std::is_same_v<T, float>) return nlohmann::json(shortest(c.*field));
+      return nlohmann::json(c.*field);
+    };
+  }
+  return o;
+}
+
+// A switch that clears `field` when given: --no-eval sets evaluate = false.
+TrainOption negated_switch(std::string name, bool TrainConfig::*field, std::string help) {
+  TrainOption o = option(std::move(name), field, std::move(help));
+  const std::string flag = o.flag();
+  o.set = [field, flag](TrainConfig& c, std::string_view text) {
+    c.*field = !parse_switch(text, flag);
+  };
+  o.get = [field](const TrainConfig& c) { return nlohmann::json(!(c.*field)); };
+  return o;
+}
+
+TrainOption hidden(TrainOption o) {
+  o.hidden = true;
+  return o;
+}
+
+TrainOption not_in_config_toml(TrainOption o) {
+  o.in_config_toml = false;
+  return o;
+}
+
+std::vector<TrainOption> data_and_model_options();
+std::vector<TrainOption> optimizer_options();
+std::vector<TrainOption> parallel_options();
+std::vector<TrainOption> run_options();
+
+std::vector<TrainOption> make_table() {
+  std::vector<TrainOption> table;
+  for (auto part : {data_and_model_options, optimizer_options, parallel_options, run_options})
+    for (TrainOption& o : part()) table.push_back(std::move(o));
+  return table;
+}
+
+}  // namespace
+
+std::string TrainOption::default_text() const {
+  return json_to_text(get(TrainConfig{}));
+}
+
+std::span<const TrainOption> train_options() {
+  static const std::vector<TrainOption> table = make_table();
+  return table;
+}
+
+const TrainOption* find_train_option(std::string_view name) {
+  for (const TrainOption& o : train_options())
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+std::string json_to_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+namespace {
+
+// --------------------------------------------------------------------------------------
+// The rows. Checks name the flag and the value, and say what to do instead.
+
+std::vector<TrainOption> data_and_model_options() {
+  return {
+      option("data", &TrainConfig::data_dir,
+             "folder of the IDX files (default: the Debian package dataset-fashion-mnist)"),
+      option("model", &TrainConfig::model, "mlp | cnn | cnn-bn"),
+      option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",
+             [](const TrainConfig& c, int) {
+               for (std::size_t w : parse_size_list(c.mlp_hidden, "--mlp-hidden"))
+                 require(w > 0, "--mlp-hidden " + c.mlp_hidden + ": widths must be > 0");
+             }),
+      option("dropout", &TrainConfig::dropout, "dropout probability after hidden layers",
+             [](const TrainConfig& c, int) {
+               require(c.dropout >= 0.0f && c.dropout < 1.0f,
+                       fmt::format("--dropout {} must be in [0, 1)", c.dropout));
+             }),
+      option("conv-algorithm", &TrainConfig::conv_algorithm,
+             "how 5x5 stride-1 convolutions run (auto: Winograd F(4x4, 5x5) from 8 channels)"),
+      option("global-batch", &TrainConfig::global_batch, "samples per step over all ranks",
+             [](const TrainConfig& c, int) {
+               require(c.global_batch > 0, "--global-batch 0: a step needs at least one sample");
+             }),
+      option("local-batches", &TrainConfig::local_batches,
+             "explicit per-rank split b0,b1,... summing to the global batch",
+             [](const TrainConfig& c, int world_size) {
+               if (!c.local_batches.empty())
+                 data::parse_local_batches(c.local_batches, static_cast<std::size_t>(world_size),
+                                           c.global_batch);
+             }),
+      option("steps", &TrainConfig::steps, "number of steps (overrides --epochs)"),
+      option("epochs", &TrainConfig::epochs, "epochs over the training set",
+             [](const TrainConfig& c, int) {
+               require(c.steps > 0 || c.epochs > 0,
+                       fmt::format("--epochs {}: give --steps S or --epochs E > 0", c.epochs));
+               require(std::isfinite(c.epochs) && c.epochs >= 0,
+                       fmt::format("--epochs {} must be >= 0", c.epochs));
+             }),
+  };
+}
+
+std::vector<TrainOption> optimizer_options() {
+  return {
+      option("optimizer", &TrainConfig::optimizer, "",
+             [](const TrainConfig& c, int) { validate(c.optimizer_config()); }),
+      option("lr", &TrainConfig::lr, "learning rate for global batch 128 (see --lr-scaling)",
+             [](const TrainConfig& c, int) {
+               require(std::isfinite(c.lr) && c.lr > 0,
+                       fmt::format("--lr {}: the learning rate must be > 0", c.lr));
+             }),
+      option("momentum", &TrainConfig::momentum, "SGD momentum"),
+      option("nesterov", &TrainConfig::nesterov, "Nesterov momentum"),
+      option("weight-decay", &TrainConfig::weight_decay,
+             "weight decay (SGD: coupled, AdamW: decoupled)"),
+      option("beta1", &TrainConfig::beta1, "AdamW beta1"),
+      option("beta2", &TrainConfig::beta2, "AdamW beta2"),
+      option("eps", &TrainConfig::eps, "AdamW epsilon"),
+      option("schedule", &TrainConfig::schedule, "",
+             [](const TrainConfig& c, int) {
+               validate(c.schedule_config(c.steps > 0 ? c.steps : c.warmup_steps + 1000000));
+             }),
+      option("warmup-steps", &TrainConfig::warmup_steps, "linear warmup steps"),
+      option("step-size", &TrainConfig::step_size,
+             "schedule=step: steps between decays (0: a third of the run)"),
+      option("gamma", &TrainConfig::gamma, "schedule=step: decay factor"),
+      option("min-lr", &TrainConfig::min_lr, "schedule=cosine: final learning rate"),
+      option("lr-scaling", &TrainConfig::lr_scaling, "scale --lr with the global batch"),
+      option("seed", &TrainConfig::seed, "seed of initialisation, data order and dropout"),
+  };
+}
+
+std::vector<TrainOption> parallel_options() {
+  return {
+      option("reduction", &TrainConfig::reduction,
+             "mean-of-means is wrong on purpose, for teaching"),
+      option("sync-bn", &TrainConfig::sync_bn, "BatchNorm statistics over all ranks"),
+      option("blas-threads", &TrainConfig::blas_threads,
+             "OpenBLAS threads per rank (0: cores per node / ranks per node)",
+             [](const TrainConfig& c, int) {
+               require(
+                   c.blas_threads >= 0,
+                   fmt::format("--blas-threads {} must be >= 0 (0: automatic)", c.blas_threads));
+             }),
+      option("gemm", &TrainConfig::gemm,
+             "who runs the Linear layers' products (own: ringtrain's AVX-512 kernels; auto: own "
+             "on Intel AVX-512 and AMD Zen 5)"),
+      option("collective", &TrainConfig::collective, "our ring or MPI_Allreduce"),
+      option("bucket-bytes", &TrainConfig::bucket_bytes,
+             "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B model, "
+             "printed at start)",
+             [](const TrainConfig& c, int) {
+               require(c.bucket_bytes == 0 || c.bucket_bytes >= 4,
+                       fmt::format("--bucket-bytes {}: a bucket holds at least one float (4 "
+                                   "bytes); 0 picks the default",
+                                   c.bucket_bytes));
+             }),
+      option("overlap", &TrainConfig::overlap,
+             "start a bucket's ring during backward as soon as its gradients are written, or "
+             "reduce after backward; alternate: on in even steps, off in odd ones, to measure "
+             "what overlap buys step by step (the update is bitwise the same)"),
+      option("progress", &TrainConfig::progress,
+             "rings advance between layers on the main thread, or on a polling thread"),
+      option("cost-model", &TrainConfig::cost_model,
+             "JSON of `ringtrain bench allreduce --json` whose alpha-B fit sets the default "
+             "bucket cap",
+             [](const TrainConfig& c, int) {
+               require(c.cost_model.empty() || std::filesystem::is_regular_file(c.cost_model),
+                       "--cost-model " + c.cost_model +
+                           ": no such file (write one with `ringtrain bench allreduce --json "
+                           "FILE`)");
+             }),
+      option("trace-steps", &TrainConfig::trace_steps,
+             "steps recorded in trace.json (0: no trace)"),
+      hidden(option("bucket-update", &TrainConfig::bucket_update,
+                    "update each bucket as soon as it is summed")),
+      option("segments-in-flight", &TrainConfig::segments_in_flight,
+             "ring messages posted ahead per ring step while overlapping (0: the measured "
+             "default, 2, as blocking rings post)",
+             [](const TrainConfig& c, int) {
+               require(c.segments_in_flight <= 64,
+                       fmt::format("--segments-in-flight {}: at most 64 (each takes two segments "
+                                   "of scratch per ring); 0 picks the default",
+                                   c.segments_in_flight));
+             }),
+      option("zero", &TrainConfig::zero,
+             "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates its "
+             "chunk of every bucket, the ring all-gathers the parameters",
+             [](const TrainConfig& c, int) {
+               require(c.zero == 0 || c.zero == 1,
+                       fmt::format("--zero {}: choose 0 (every rank keeps all optimizer state) "
+                                   "or 1 (ZeRO-1: each rank its shard)",
+                                   c.zero));
+               require(c.zero == 0 || c.collective == CollectiveKind::kRing,
+                       "--zero 1 updates the chunk the ring's reduce-scatter leaves each rank: "
+                       "it needs --collective ring");
+             }),
+  };
+}
+
+std::vector<TrainOption> run_options() {
+  return {
+      not_in_config_toml(
+          option("run-dir", &TrainConfig::run_dir,
+                 "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)")),
+      option("eval-every", &TrainConfig::eval_every, "evaluate every K steps (0: every epoch)"),
+      option("target-accuracy", &TrainConfig::target_accuracy,
+             "stop when test accuracy >= A (0: no target)",
+             [](const TrainConfig& c, int) {
+               require(c.target_accuracy >= 0.0 && c.target_accuracy <= 1.0,
+                       fmt::format("--target-accuracy {} must be in [0, 1]", c.target_accuracy));
+               require(c.target_accuracy == 0.0 || c.evaluate,
+                       fmt::format("--target-accuracy {} with --no-eval: the run could never "
+                                   "see the target; drop --no-eval (--eval-every K sets how "
+                                   "often it is checked)",
+                                   c.target_accuracy));
+             }),
+      option("log-every", &TrainConfig::log_every, "steps between metrics lines",
+             [](const TrainConfig& c, int) {
+               require(c.log_every > 0, "--log-every 0: must be >= 1");
+             }),
+      negated_switch("no-eval", &TrainConfig::evaluate, "do not evaluate on the test set"),
+      option("quiet", &TrainConfig::quiet, "print errors only"),
+      option("checkpoint-every", &TrainConfig::checkpoint_every,
+             "save every K steps, or auto (Young/Daly interval from the measured save cost and "
+             "--mtbf); 0: only at the end",
+             [](const TrainConfig& c, int) {
+               if (c.checkpoint_every == "auto")
+                 require(c.mtbf_s > 0,
+                         "--checkpoint-every auto needs --mtbf SECONDS > 0 (the job's mean "
+                         "time between failures)");
+               else
+                 parse_size_list(c.checkpoint_every, "--checkpoint-every");
+             }),
+      option("mtbf", &TrainConfig::mtbf_s,
+             "the job's mean time between failures in seconds, for --checkpoint-every auto"),
+      option("keep", &TrainConfig::keep, "newest checkpoints kept",
+             [](const TrainConfig& c, int) {
+               require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");
+             }),
+      not_in_config_toml(option(
+          "resume", &TrainConfig::resume,
+          "auto (newest checkpoint of --run-dir that verifies) or a checkpoint file",
+          [](const TrainConfig& c, int) {
+            require(c.resume.empty() || !c.run_dir.empty(),
+                    "--resume " + c.resume +
+                        " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
+          })),
+      option("replica-check-every", &TrainConfig::replica_check_every,
+             "steps between checks that all replicas are bitwise equal (0: at the end only)"),
+      option("max-nonfinite-steps", &TrainConfig::max_nonfinite_steps,
+             "consecutive steps with a non-finite gradient that are skipped before the run stops"),
+      option("watchdog-s", &TrainConfig::watchdog_s,
+             "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step "
+             "time, at least 60 s)",
+             [](const TrainConfig& c, int) {
+               require(c.watchdog_s >= 0,
+                       fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", c.watchdog_s));
+             }),
+  };
+}
+
+// --------------------------------------------------------------------------------------
+// TOML
+
+// A TOML value as flag text; throws for tables, arrays and dates.
+std::string node_text(const toml::node& node, const std::string& where, const std::string& key) {
+  if (auto s = node.value_exact<std::string>()) return *s;
+  if (auto i = node.value_exact<std::int64_t>()) return std::to_string(*i);
+  if (auto d = node.value_exact<double>()) return fmt::format("{}", *d);
+  if (auto b = node.value_exact<bool>()) return *b ? "true" : "false";
+  throw UsageError(
+      fmt::format("{}: value of '{}' must be a number, a \"string\" or true/false", where, key));
+}
+
+}  // namespace
+
+std::vector<ConfigKey> read_config_keys(std::string_view toml_text, const std::string& source) {
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(
+        fmt::format("--config {} line {}: {}", source, e.source().begin.line, e.description()));
+  }
+  std::vector<std::pair<std::uint32_t, ConfigKey>> keys;
+  for (auto&& [key, node] : table) {
+    const std::uint32_t line = key.source().begin.line;
+    ConfigKey k;
+    k.key = std::string(key.str());
+    k.where = fmt::format("--config {} line {}", source, line);
+    k.text = node_text(node, k.where, k.key);
+    k.is_bool = node.is_boolean();
+    keys.emplace_back(line, std::move(k));
+  }
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<ConfigKey> ordered;
+  for (auto& [line, k] : keys) ordered.push_back(std::move(k));
+  return ordered;
+}
+
+void apply_config_toml(TrainConfig& config, std::string_view toml_text, const std::string& source) {
+  for (const ConfigKey& k : read_config_keys(toml_text, source)) {
+    const TrainOption* o = find_train_option(k.key);
+    if (o == nullptr)
+      throw UsageError(fmt::format(
+          "{}: unknown key '{}' (keys are the flag names of `ringtrain train`, see --help)",
+          k.where, k.key));
+    try {
+      o->set(config, k.text);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{}: {}", k.where, e.what()));
+    }
+  }
+}
+
+}  // namespace ringtrain
