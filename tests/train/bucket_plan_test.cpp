@@ -108,7 +108,7 @@ TEST_CASE("after each layer of backward, exactly the written buckets are ready, 
   CHECK(plans == 3 * (3 + 9 * 3 + 27 * 9 + 81 * 27 + 243 * 81));
 }
 
-TEST_CASE("a cap of 0 bytes is a usage error; 1 to 3 bytes count as one float") {
+TEST_CASE("a cap of 0 bytes is a usage error, and 1 to 3 bytes count as one float") {
   const auto params = entries({2, 3}, {0, 1});
   CHECK_THROWS_AS(BucketPlan(params, 0), UsageError);
   const BucketPlan tiny(params, 1);
