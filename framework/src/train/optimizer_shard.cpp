@@ -1,4 +1,5 @@
-// The optimizer's shard of the flat buffer (see optimizer_shard.hpp).
+// The optimizer's shard of the flat buffer, and the update of a piece of it (see
+// optimizer_shard.hpp).
 #include "ringtrain/framework/train/optimizer_shard.hpp"
 
 #include <fmt/format.h>
@@ -48,6 +49,22 @@ void OptimizerShard::gather(const collectives::Communicator& comm, std::span<con
   if (!sharded_) return;
   for (const collectives::Bucket& b : buckets_)
     collectives::all_gather(comm, full.subspan(b.offset, b.elements));
+}
+
+void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const UpdatePiece& update,
+                      const std::function<void()>& between_pieces) {
+  const std::size_t piece = std::max<std::size_t>(1, piece_elements);
+  for (std::size_t done = 0; done < mine.count; done += piece) {
+    update(mine.flat_offset + done, std::min(piece, mine.count - done), mine.shard_offset + done);
+    if (between_pieces) between_pieces();
+  }
+}
+
+void check_zero_algorithm(bool zero, collectives::Algorithm algorithm, int world_size) {
+  if (zero && algorithm != collectives::Algorithm::kRing && world_size > 1)
+    throw UsageError(
+        "--zero 1 updates the chunk that the ring's reduce-scatter leaves each rank: use "
+        "--collective ring");
 }
 
 OptimizerStateBytes optimizer_state_bytes(const collectives::Communicator& comm,

@@ -1,77 +1,59 @@
 // GradientReducer: the gradient sum of one data-parallel step, bucket by bucket, with the
 // optimizer update of each bucket as soon as its sum is there, and the account of what the
-// communication cost the step.
+// communication cost the step. It composes the pieces, one idea per file:
 //
-// Where it sits in a step (trainer.hpp), overlap on:
+//   bucket_plan.hpp     the buckets, and which layer's backward completes which bucket
+//   bucket_rings.hpp    one ring per bucket: start, poll, the sums and (ZeRO-1) all-gathers
+//   ring_progress.hpp   who polls the rings (main thread or a thread), the MPI lock
+//   step_agreement.hpp  all ranks agree whether the summed gradient is finite
+//   optimizer_shard.hpp the elements this rank updates (ZeRO-1: its chunk of each bucket,
+//                       between the bucket's reduce-scatter and its all-gather), in pieces
 //
+// The step, overlap on:
+//
+//   begin_step(true)
 //   forward, loss
 //   backward: layer L-1 ─ layer_done(L-1) ─ ... ─ layer 0 ─ layer_done(0)
-//               a bucket's ring starts at the layer_done that writes its last gradient
-//               (buckets.hpp), while backward goes on with earlier layers
-//   finish(update): ranks agree whether the step is applied, then as each bucket's sum
+//               a bucket's ring starts at the layer_done that writes its last gradient,
+//               while backward goes on with earlier layers
+//   finish(ok, update): ranks agree whether the step is applied, then as each bucket's sum
 //               completes, update(offset, count) applies the optimizer to it while later
 //               buckets are still in flight; it waits only when nothing else is left
 //
 // Overlap off: finish() runs the same buckets one after another, blocking, after backward,
-// then calls update once for the whole buffer. Same buckets, same chunks, same sums: the
-// two modes give bitwise the same parameters (the optimizer is elementwise, so updating by
-// pieces changes nothing either: optimizer.hpp).
+// then updates. Same buckets, same chunks, same sums: the two modes give bitwise the same
+// parameters (the optimizer is elementwise, so updating by pieces changes nothing either).
 //
-// ZeRO-1 (options.zero). Each bucket's ring runs only its reduce-scatter on the gradient;
-// once the step is agreed, update(...) is called on this rank's chunk of the bucket alone
-// (optimizer_shard.hpp), and the all-gather half of the same ring then carries the updated
-// parameters of the bucket to every rank. The reduce-scatter is the first half of the same
-// ring and the update is elementwise, so the parameters are bitwise those of zero off. Same
-// bytes on the wire; optimizer state and update work divided by N. Needs Algorithm::kRing.
+// Account per step (StepComm): comm_s = Σ over the step's collectives (the buckets, with
+// ZeRO-1 their all-gathers, and the one-float agreement) of [start, observed completion];
+// they may overlap each other and compute, so comm_s is no share of the step. exposed_s =
+// time the main thread was blocked on communication with no compute left. The main thread
+// waits only while some collective is in flight, so exposed <= comm; in off mode every
+// collective is exposed: exposed = comm.
 //
-// Skipping a step (non-finite gradients). The decision must come before the first bucket is
-// updated, and every rank must take the same one. After its reduce-scatter, rank r's chunk
-// of each bucket holds the full sum, and the ring tests it for NaN and ±inf in the same pass
-// as the last add (ring_transfer.hpp); the chunks of all ranks cover the buffer. Once every
-// bucket's chunk is summed (before the last all-gathers end), one 1-float ring sums the
-// ranks' "bad" flags: every rank learns whether the summed gradient is finite, as if it had
-// tested all of it, and only then updates. A rank whose loss was not finite poisons its
-// gradient (the trainer writes a NaN before the bucket starts), so the sum carries it.
-//
-// Progress. MPI moves data only inside MPI calls (no progress thread in MPICH/UCX), so a
-// ring started during backward advances only when this rank polls it. Two drivers:
-//   kLayers  the main thread polls between layers (layer_done), between pieces of the
-//            per-bucket optimizer update, and while it waits
-//   kThread  a communication thread polls while buckets are in flight, sleeping between
-//            polls that find nothing; the main thread only starts buckets and waits.
-// Which one is the default, and why, is in gradient_reducer.cpp (measured).
-//
-// Account per step (StepComm): comm_s = Σ over the step's collectives (the buckets and the
-// one-float agreement) of [start, observed completion]; they may overlap each other and
-// compute, so comm_s is no share of the step. exposed_s = time the main thread was blocked
-// on communication with no compute left. The main thread waits only while some collective
-// is in flight, so exposed <= comm; in off mode every collective is exposed: exposed = comm.
-//
-// Collective: every rank constructs it with the same plan and calls layer_done and finish
-// in the same order. Not thread-safe itself (one main thread); kThread adds its own thread.
+// Collective: every rank constructs it with the same plan and calls begin_step, layer_done
+// and finish in the same order. Not thread-safe itself (one main thread); kThread adds its
+// own thread.
 #pragma once
 
 #include <cstddef>
-#include <functional>
-#include <memory>
 #include <mutex>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "ringtrain/collectives/async.hpp"
 #include "ringtrain/collectives/buckets.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/options.hpp"
+#include "ringtrain/collectives/wait.hpp"
 #include "ringtrain/framework/parameters.hpp"
+#include "ringtrain/framework/train/bucket_plan.hpp"
+#include "ringtrain/framework/train/bucket_rings.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
+#include "ringtrain/framework/train/ring_progress.hpp"
+#include "ringtrain/framework/train/step_agreement.hpp"
 #include "ringtrain/framework/train/trace.hpp"
 
 namespace ringtrain {
-
-enum class ProgressDriver { kLayers, kThread };
-std::string to_string(ProgressDriver driver);
-ProgressDriver parse_progress_driver(const std::string& name);  // "layers" | "thread"
 
 struct ReducerOptions {
   std::size_t cap_bytes = 1024 * 1024;  // bucket cap (buckets.hpp); > 0
@@ -82,40 +64,45 @@ struct ReducerOptions {
   std::size_t update_piece_elements = 65536;  // kLayers: poll between pieces of an update
   collectives::RingOptions ring;              // algorithm, segments, wait policy
   // Segments posted ahead per ring step in steps that overlap (ring.segments_in_flight
-  // serves the blocking ones); why 2: gradient_reducer.cpp.
+  // serves the blocking ones). A larger window lets one poll move more of a ring, but the
+  // receives of a whole window land in scratch before they are added, and a large window
+  // evicts from cache what they are added to. Hence 2, as the blocking rings
+  // (bench/README-overlap.md has the measurements).
   std::size_t overlap_segments_in_flight = 2;
-  bool zero = false;  // ZeRO-1: see above; implies per-bucket updates
+  bool zero = false;  // ZeRO-1 (optimizer_shard.hpp): always updates per bucket
 };
 
-// update(offset, count, state_offset): apply the optimizer to elements [offset, offset+count)
-// of the flat buffers, which are elements [state_offset, state_offset+count) of the
-// optimizer's own range (state_offset = offset unless ZeRO-1 shards it).
-using UpdatePiece = std::function<void(std::size_t, std::size_t, std::size_t)>;
-
-// What one step's communication cost this rank.
-struct StepComm {
-  double comm_s = 0.0;          // Σ collective intervals
-  double exposed_s = 0.0;       // blocked on communication, nothing else to do
-  double progress_s = 0.0;      // polls in finish() outside the waits (layer_done's are backward's)
-  std::size_t collectives = 0;  // rings run when N > 1: one per bucket, and the agreement
-  double bytes = 0.0;           // gradient bytes reduced
-};
+// Whether a step's optimizer update runs bucket by bucket, each bucket as soon as its sum is
+// there (optimizer_shard.hpp), rather than once on the whole buffer after the last sum:
+//   --zero 1                 always, overlap or not: each rank updates its chunk of each
+//                            bucket between the bucket's reduce-scatter and its all-gather
+//   overlap on, --zero 0     if options.update_per_bucket: updates run while later buckets
+//                            are still in flight
+//   overlap off, --zero 0    never: the buckets are summed one after another, then one update
+// `overlap` is the step's mode (begin_step). The second form answers for the run's setting
+// options.overlap (the manifest and the start-up banner); with --overlap alternate it holds
+// for the steps that overlap.
+bool updates_per_bucket(const ReducerOptions& options, bool overlap);
+inline bool updates_per_bucket(const ReducerOptions& options) {
+  return updates_per_bucket(options, options.overlap);
+}
 
 class GradientReducer {
  public:
   // The plan covers `params` (its entries, in buffer order, and each entry's layer). The
-  // gradient buffer params.grads() must stay where it is. Collective: ranks check that they
-  // agree on the plan (one small collective); CollectiveError otherwise.
-  // Throws UsageError for zero with Algorithm::kMpi on more than one rank.
+  // gradient buffer params.grads() and the parameters params.values() must stay where they
+  // are. Collective: ranks check that they agree on the plan (one small collective);
+  // CollectiveError otherwise. Throws UsageError for a cap of 0 bytes, for zero with
+  // Algorithm::kMpi on more than one rank, for too many buckets for MPI's tags, and for
+  // kThread without MPI_THREAD_SERIALIZED.
   GradientReducer(const collectives::Communicator& comm, ParameterStore& params,
                   const ReducerOptions& options, Trace* trace);
-  ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  const std::vector<collectives::Bucket>& buckets() const { return buckets_; }
+  const std::vector<collectives::Bucket>& buckets() const { return plan_.buckets(); }
   // The layer whose backward writes bucket b's last gradient.
-  std::size_t ready_layer(std::size_t b) const { return ready_layer_[b]; }
+  std::size_t ready_layer(std::size_t b) const { return plan_.ready_layer(b); }
   const ReducerOptions& options() const { return options_; }
   // The elements this rank's optimizer owns: all of them, or with zero its chunk of each
   // bucket. Build the optimizer with shard().elements() elements.
@@ -123,13 +110,13 @@ class GradientReducer {
 
   // Every MPI call of this rank made while a step may have rings in flight must hold this
   // lock (SyncBatchNorm's sums): with kThread, two threads talk to MPI.
-  std::mutex& mpi_mutex() { return mpi_mutex_; }
+  std::mutex& mpi_mutex() { return progress_.mpi_mutex(); }
 
   // Starts a step; `overlap` says whether its rings start during backward (options().overlap
   // unless steps alternate). Both modes give bitwise the same sums.
   void begin_step(bool overlap);
-  // Backward hook: layer `layer` has written its gradients. Overlap on: checks and starts
-  // the buckets it completes; polls the ones in flight (kLayers).
+  // Backward hook: layer `layer` has written its gradients. Overlap on: starts the buckets it
+  // completes; polls the ones in flight (kLayers). Collective.
   void layer_done(std::size_t layer);
   // Polls the rings in flight (kLayers; nothing with kThread): for layers to call between
   // pieces of long work (StepContext::poll).
@@ -142,43 +129,31 @@ class GradientReducer {
   const StepComm& account() const { return account_; }
 
  private:
-  struct InFlight;
-  void start(std::size_t b);
-  bool poll_locked();  // progress every ring in flight; true if any completed
-  void complete(std::size_t b, double now);
-  bool advance_agreement();
-  void trace_rings();
+  bool finish_blocking(const UpdatePiece& update);
+  bool finish_overlapped(const UpdatePiece& update);
+  bool update_summed_buckets(std::unique_lock<std::mutex>& lock, const UpdatePiece& update,
+                             double& poll_t0);
   void update_bucket(std::size_t b, const UpdatePiece& update);
-  void start_gather(std::size_t b);  // zero: the all-gather of bucket b's parameters
-  bool in_flight() const { return completed_ < started_ || gathering_ > 0; }
-  void thread_main();
+  bool step_complete(bool per_bucket) const;
+  double wait_exposed(collectives::Waiter& waiter, double poll_t0);
+  void trace_rings();
 
   const collectives::Communicator& comm_;
   std::span<float> grads_;
   std::span<float> params_;
   ReducerOptions options_;
-  Trace* trace_;
-  std::vector<collectives::Bucket> buckets_;
+  BucketPlan plan_;
   OptimizerShard shard_;
-  std::vector<std::size_t> ready_layer_;
-  std::vector<std::unique_ptr<InFlight>> rings_;  // one per bucket, planned once
+  StepComm account_;
+  BucketRings rings_;  // adds to account_
+  StepAgreement agreement_;
+  bool overlap_ = true;  // this step's mode
+
+  Trace* trace_;
   std::size_t wait_name_ = 0, agree_name_ = 0;
   std::vector<std::size_t> ring_names_;
 
-  // Per step.
-  bool overlap_ = true;  // this step's mode
-  enum class Agreement { kIdle, kInFlight, kDone };
-  Agreement agreement_ = Agreement::kIdle;
-  float flag_[1] = {0.0f};  // the agreement's buffer: Σ over ranks of "my chunks are bad"
-  bool local_bad_ = false;
-  std::size_t started_ = 0, completed_ = 0;   // buckets started / completed (in flight between)
-  std::size_t gathering_ = 0, gathered_ = 0;  // zero: all-gathers in flight / completed
-  StepComm account_;
-
-  // kThread.
-  std::mutex mpi_mutex_;
-  struct Thread;
-  std::unique_ptr<Thread> thread_;
+  RingProgress progress_;  // last: its thread stops before the rings it polls go
 };
 
 }  // namespace ringtrain

@@ -1,11 +1,25 @@
 // OptimizerShard: which elements of the flat parameter buffer this rank's optimizer owns,
-// plain data parallelism (everything) or ZeRO-1 (--zero 1: this rank's chunk of each bucket).
+// plain data parallelism (everything) or ZeRO-1 (--zero 1: this rank's chunk of each bucket),
+// and the update of one bucket's piece of them.
 //
-// Where it sits: with --zero 1 each gradient bucket is only reduce-scattered, so rank r holds
-// the full sum of chunk r of every bucket (the ring's own partition of that bucket's elements,
+// Where it sits in a step: at GradientReducer::finish, once the ranks have agreed that the
+// step is applied (step_agreement.hpp), the optimizer runs on this rank's piece of each bucket
+// (update_in_pieces), in smaller update pieces so that rings in flight can be polled between
+// them. The optimizer is elementwise, so updating by pieces gives bitwise the same parameters.
+// When updates run bucket by bucket rather than once for the whole buffer: updates_per_bucket
+// (gradient_reducer.hpp).
+//
+// ZeRO-1. Each gradient bucket's ring runs only its reduce-scatter, so rank r holds the full
+// sum of chunk r of every bucket (the ring's own partition of that bucket's elements,
 // schedule.hpp). Rank r updates exactly those chunks, keeps optimizer state for them alone,
-// and the ring all-gather then carries the updated parameters (gradient_reducer.hpp). The
-// state buffers hold the chunks end to end, in bucket order:
+// and the all-gather half of the same ring then carries the updated parameters to every rank
+// (bucket_rings.hpp):
+//
+//   reduce-scatter(grads of bucket b) -> update(chunk r of bucket b) -> all-gather(params of b)
+//
+// The reduce-scatter is the first half of the allreduce's ring and the update is elementwise,
+// so the parameters are bitwise those of --zero 0: same bytes on the wire, optimizer state and
+// update work divided by N. The state buffers hold the chunks end to end, in bucket order:
 //
 //   shard elements = Σ_b chunk_size(E_b, N, r)          (about M / N)
 //
@@ -21,11 +35,13 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "ringtrain/collectives/buckets.hpp"
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/options.hpp"
 #include "ringtrain/framework/optim/optimizer.hpp"
 
 namespace ringtrain {
@@ -62,6 +78,20 @@ class OptimizerShard {
   std::size_t total_ = 0, elements_ = 0;
   bool sharded_ = false;
 };
+
+// update(offset, count, state_offset): apply the optimizer to elements [offset, offset+count)
+// of the flat buffers, which are elements [state_offset, state_offset+count) of the
+// optimizer's own range (state_offset = offset unless ZeRO-1 shards it).
+using UpdatePiece = std::function<void(std::size_t, std::size_t, std::size_t)>;
+
+// Calls update on `mine` in pieces of at most piece_elements (0 counts as 1), in order, and
+// between_pieces() after each one (if given). An empty `mine` makes no call.
+void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const UpdatePiece& update,
+                      const std::function<void()>& between_pieces = {});
+
+// ZeRO-1 updates the chunk that the ring's reduce-scatter leaves each rank, so with more than
+// one rank it needs the project's ring (Algorithm::kRing). Throws UsageError otherwise.
+void check_zero_algorithm(bool zero, collectives::Algorithm algorithm, int world_size);
 
 // Bytes of optimizer state (every per-element buffer) on each rank, and what one rank would
 // hold unsharded. Collective (one small allreduce).
