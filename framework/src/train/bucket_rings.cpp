@@ -7,17 +7,13 @@
 #include <chrono>
 
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
 
 namespace coll = collectives;
 
 namespace {
-
-double now_s() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
 
 // Ring `index`'s options: `base` with its own tag range [tag + index·2N, tag + (index+1)·2N).
 // The sizes were agreed once (GradientReducer's constructor), so the rings skip the check.

@@ -11,17 +11,13 @@
 #include <limits>
 
 #include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
 
 namespace coll = collectives;
 
 namespace {
-
-double now_s() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
 
 // The plan, once the ranks agree on it: ranks that planned differently would pair rings of
 // different sizes. Collective (two small allreduces).

@@ -25,8 +25,7 @@ std::string bn_statistics(const RunFacts& f) {
 }
 
 bool per_bucket_update(const RunFacts& f) {
-  const ReducerOptions& o = f.reducer->options();
-  return (o.overlap && o.update_per_bucket) || o.zero;
+  return updates_per_bucket(f.reducer->options());
 }
 
 nlohmann::json reduction_json(const RunFacts& f) {

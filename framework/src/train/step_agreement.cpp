@@ -5,16 +5,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "ringtrain/framework/train/now.hpp"
+
 namespace ringtrain {
-
-namespace {
-
-double now_s() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 // !(|v| <= FLT_MAX) is true for NaN and for ±inf; eight accumulators let the loop vectorise.
 bool all_finite(std::span<const float> values) {
