@@ -11,7 +11,8 @@
 //                                around zero: compare /model when asking "same training?")
 //   --checkpoint-key FILE        (or $RINGTRAIN_CHECKPOINT_KEY_FILE) refuse files without a
 //                                valid MAC made with this key, before HDF5 reads them
-// A version-1 file (no seal) is read with a one-line notice on stderr.
+// A version-1 file (no seal) is read with a one-line notice on stderr. Files are parsed in a
+// contained child process (contained.hpp): a file that crashes libhdf5 is refused, not fatal.
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/checkpoint/file.hpp"
 #include "ringtrain/checkpoint/key.hpp"
@@ -56,11 +58,11 @@ int compare(const std::string& file, const std::string& other, double rtol,
       throw UsageError("--groups: '" + name + "' is not one of model, optimizer, schedule, data, rng");
     groups.push_back(*group);
   }
-  const ck::VerifyResult mine = ck::verify_file(file, key);
+  const ck::VerifyResult mine = ck::verify_file_contained(file, key);
   const ck::Expected expected = schema_of(mine);
-  const ck::StateTree a = ck::read_file(file, expected, nullptr, key);
+  const ck::StateTree a = ck::read_file_contained(file, expected, nullptr, key);
   // same entries, kinds, shapes or it throws
-  const ck::StateTree b = ck::read_file(other, expected, nullptr, key);
+  const ck::StateTree b = ck::read_file_contained(other, expected, nullptr, key);
   double worst = 0.0;
   std::string worst_name;
   for (const ck::Entry& entry : a.entries()) {
@@ -87,9 +89,8 @@ int compare(const std::string& file, const std::string& other, double rtol,
 }
 
 // The one-line notice for a file of the format before the seal.
-void notice_if_unsealed(const std::string& file, bool rank0) {
-  const ck::Header header = ck::read_header(file);
-  if (rank0 && header.version < 2)
+void notice_if_unsealed(const std::string& file, const ck::VerifyResult& verified, bool rank0) {
+  if (rank0 && verified.header.version < 2)
     std::fprintf(stderr,
                  "ringtrain: notice: %s: format version 1 (no seal): read without the whole-file "
                  "digest and table of contents check\n",
@@ -125,8 +126,8 @@ void add_inspect(CLI::App& app, Runner& run) {
         const ck::MacKey* k = key ? &*key : nullptr;
         if (!o->other.empty()) return compare(o->file, o->other, o->rtol, o->groups, k, rank0);
         if (o->verify) {
-          const ck::VerifyResult r = ck::verify_file(o->file, k);
-          notice_if_unsealed(o->file, rank0);
+          const ck::VerifyResult r = ck::verify_file_contained(o->file, k);
+          notice_if_unsealed(o->file, r, rank0);
           const char* seal = r.mac_checked ? ", seal and MAC match"
                              : r.sealed    ? ", seal and table of contents match"
                                            : "";
@@ -136,7 +137,7 @@ void add_inspect(CLI::App& app, Runner& run) {
                         (unsigned long long)r.header.step, r.entries.size(), (unsigned long long)r.payload_bytes, seal);
           return 0;
         }
-        if (rank0) std::printf("%s", ck::describe_file(o->file, k).c_str());
+        if (rank0) std::printf("%s", ck::describe_file_contained(o->file, k).c_str());
         return 0;
       } catch (const ck::CheckpointError& e) {
         throw AgreedError(e.what());  // every rank inspected the same file: exit 1, no abort

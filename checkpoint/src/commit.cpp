@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "posix_io.hpp"
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 
 namespace ringtrain::checkpoint {
@@ -202,7 +203,7 @@ std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& exp
   for (const fs::path& path : list_checkpoints(dir)) {
     try {
       Header header;
-      StateTree tree = read_file(path, expected, &header, key);
+      StateTree tree = read_file_contained(path, expected, &header, key);
       if (header.step != parse_checkpoint_name(path.filename()))
         throw CheckpointError(
             path, "header step " + std::to_string(header.step) + " does not match the file name");

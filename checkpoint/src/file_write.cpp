@@ -150,27 +150,6 @@ Dataset write_entry(GroupHandle& group, const Entry& entry, const Layouts& layou
   throw CheckpointError(entry_path(entry.group, entry.name) + ": invalid kind");
 }
 
-// XXH3_64bits of the value's little-endian bytes (a string's bytes, without padding).
-std::uint64_t checksum_of(const Entry& entry) {
-  switch (entry.kind()) {
-    case Kind::kFloat32Array: {
-      const auto& values = std::get<FloatArray>(entry.value).values;
-      return detail::xxh3(values.data(), values.size() * sizeof(float));
-    }
-    case Kind::kInt64:
-      return detail::xxh3_of_scalar(std::get<std::int64_t>(entry.value));
-    case Kind::kUInt64:
-      return detail::xxh3_of_scalar(std::get<std::uint64_t>(entry.value));
-    case Kind::kFloat64:
-      return detail::xxh3_of_scalar(std::get<double>(entry.value));
-    case Kind::kString: {
-      const auto& text = std::get<std::string>(entry.value);
-      return detail::xxh3(text.data(), text.size());
-    }
-  }
-  return 0;
-}
-
 void check_header(const std::filesystem::path& path, const Header& header, const MacKey* key) {
   const bool known_version =
       header.version == kFormatVersion || (header.version == 1 && key == nullptr);
@@ -229,7 +208,8 @@ void write_file(const std::filesystem::path& path, const Header& header, const S
       const std::vector<Entry>& entries = tree.entries();
       std::vector<std::uint64_t> checksums(entries.size());
       const auto hash_all = [&entries, &checksums] {
-        for (std::size_t i = 0; i < entries.size(); ++i) checksums[i] = checksum_of(entries[i]);
+        for (std::size_t i = 0; i < entries.size(); ++i)
+          checksums[i] = detail::entry_xxh3(entries[i]);
       };
       std::jthread hasher;
       if (tree.payload_bytes() >= kHashThreadMinBytes)

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -103,7 +104,7 @@ std::optional<std::filesystem::path> Checkpointer::resume(
     } else {
       checkpoint::Loaded l;
       l.path = what;
-      l.tree = checkpoint::read_file(what, expected, &l.header, key());
+      l.tree = checkpoint::read_file_contained(what, expected, &l.header, key());
       loaded = std::move(l);
     }
     if (loaded) {

@@ -80,6 +80,8 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
 // file that fails is appended to *rejected (if given) as "<file name>: <reason>", and so is
 // a LATEST that is unreadable or names a missing file ("LATEST: <reason>"). nullopt if none
 // verifies. With `key`, a file without a valid MAC fails ("not signed with this key").
+// Each candidate is read by read_file_contained (contained.hpp): in a child process when the
+// program enabled that, so a file that crashes libhdf5 is one more rejected candidate.
 std::optional<std::filesystem::path> newest_valid(const std::filesystem::path& dir,
                                                   const Expected& expected,
                                                   std::vector<std::string>* rejected = nullptr,
