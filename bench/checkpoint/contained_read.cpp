@@ -6,6 +6,7 @@
 //
 //   bench_contained_read --reader build/ringtrain [--floats 3750000] [--repeats 21] [--cold]
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -51,6 +53,18 @@ StateTree make_tree(std::size_t n) {
   return tree;
 }
 
+// CPU seconds (user + system) of this process and of its waited-for children so far.
+double cpu_s() {
+  double total = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage usage{};
+    ::getrusage(who, &usage);
+    total += static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+             static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  }
+  return total;
+}
+
 void drop_cache(const fs::path& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("open failed");
@@ -80,21 +94,25 @@ int main(int argc, char** argv) {
   Header header;
   write_file(file, header, tree);
   enable_contained_reader(reader);
-  std::vector<double> direct_s, contained_s, ratio;
+  std::vector<double> direct_s, contained_s, ratio, direct_cpu_s, contained_cpu_s, cpu_ratio;
   for (int r = 0; r < repeats; ++r) {
-    double t[2] = {};
+    double t[2] = {}, c[2] = {};
     for (int i = 0; i < 2; ++i) {
       const bool contained = (i == 0) == (r % 2 == 0);
       if (cold) drop_cache(file);
-      const double t0 = now_s();
+      const double t0 = now_s(), c0 = cpu_s();
       const StateTree loaded =
           contained ? read_file_contained(file, expected) : read_file(file, expected);
       t[contained ? 1 : 0] = now_s() - t0;
+      c[contained ? 1 : 0] = cpu_s() - c0;
       if (loaded.size() != tree.size()) throw std::runtime_error("wrong tree");
     }
     direct_s.push_back(t[0]);
     contained_s.push_back(t[1]);
     ratio.push_back(t[1] / t[0]);
+    direct_cpu_s.push_back(c[0]);
+    contained_cpu_s.push_back(c[1]);
+    cpu_ratio.push_back(c[1] / std::max(c[0], 1e-6));
   }
   std::printf("contained_read  file %.1f MB  reader %s  repeats %d  reads %s\n",
               static_cast<double>(fs::file_size(file)) / 1e6, reader.c_str(), repeats,
@@ -104,6 +122,19 @@ int main(int argc, char** argv) {
       "(median of pairs)   cost %+.1f %%\n",
       median(direct_s) * 1e3, median(contained_s) * 1e3, median(ratio),
       (median(ratio) - 1.0) * 100.0);
+  std::printf("CPU time (parent + child, getrusage): in-process %.2f ms   contained %.2f ms   "
+              "contained/in-process %.3f   cost %+.1f %%\n",
+              median(direct_cpu_s) * 1e3, median(contained_cpu_s) * 1e3, median(cpu_ratio),
+              (median(cpu_ratio) - 1.0) * 100.0);
+  std::printf("load average: %s", [] {
+    std::FILE* f = std::fopen("/proc/loadavg", "r");
+    char text[64] = "?\n";
+    if (f != nullptr) {
+      if (std::fgets(text, sizeof text, f) == nullptr) text[0] = '?';
+      std::fclose(f);
+    }
+    return std::string(text);
+  }().c_str());
   fs::remove(file);
   return 0;
 }

@@ -27,6 +27,7 @@ class Wire {
   void raw(const void* data, std::size_t bytes) {
     bytes_.append(static_cast<const char*>(data), bytes);
   }
+  void reserve(std::size_t bytes) { bytes_.reserve(bytes); }
   std::string& bytes() { return bytes_; }
 
  private:

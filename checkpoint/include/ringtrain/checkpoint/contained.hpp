@@ -58,7 +58,8 @@ VerifyResult verify_file_contained(const std::filesystem::path& path, const MacK
 std::string describe_file_contained(const std::filesystem::path& path, const MacKey* key = nullptr);
 
 // The child: argv as main() received it (argv[1] == kReaderSubcommand). Returns the exit
-// code. Never returns normally after a crash, of course: that is the point.
+// code after writing the reply and closing stdout; the caller should then _Exit with it
+// (nothing else is left to do). Never returns after a crash, of course: that is the point.
 int serve_contained_reader(int argc, char** argv);
 
 }  // namespace ringtrain::checkpoint
