@@ -14,8 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ringtrain/checkpoint/contained.hpp"
@@ -122,19 +122,22 @@ int main(int argc, char** argv) {
       "(median of pairs)   cost %+.1f %%\n",
       median(direct_s) * 1e3, median(contained_s) * 1e3, median(ratio),
       (median(ratio) - 1.0) * 100.0);
-  std::printf("CPU time (parent + child, getrusage): in-process %.2f ms   contained %.2f ms   "
-              "contained/in-process %.3f   cost %+.1f %%\n",
-              median(direct_cpu_s) * 1e3, median(contained_cpu_s) * 1e3, median(cpu_ratio),
-              (median(cpu_ratio) - 1.0) * 100.0);
-  std::printf("load average: %s", [] {
-    std::FILE* f = std::fopen("/proc/loadavg", "r");
-    char text[64] = "?\n";
-    if (f != nullptr) {
-      if (std::fgets(text, sizeof text, f) == nullptr) text[0] = '?';
-      std::fclose(f);
-    }
-    return std::string(text);
-  }().c_str());
+  std::printf(
+      "CPU time (parent + child, getrusage): in-process %.2f ms   contained %.2f ms   "
+      "contained/in-process %.3f   cost %+.1f %%\n",
+      median(direct_cpu_s) * 1e3, median(contained_cpu_s) * 1e3, median(cpu_ratio),
+      (median(cpu_ratio) - 1.0) * 100.0);
+  std::printf("load average: %s",
+              [] {
+                std::FILE* f = std::fopen("/proc/loadavg", "r");
+                char text[64] = "?\n";
+                if (f != nullptr) {
+                  if (std::fgets(text, sizeof text, f) == nullptr) text[0] = '?';
+                  std::fclose(f);
+                }
+                return std::string(text);
+              }()
+                  .c_str());
   fs::remove(file);
   return 0;
 }
