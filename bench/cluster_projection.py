@@ -4,7 +4,7 @@ and check the projection against the emulated cluster where it can run.
 
 Model (weak scaling: every rank keeps its local batch b, the global batch is G = N b):
   step(N)      = t_compute(b) + t_ring(N)                no overlap: ringtrain reduces the
-  t_ring(N)    = 2(N-1) alpha + 2(N-1)/N * M / B          gradients after backward (DESIGN 1.3)
+  t_ring(N)    = 2(N-1) alpha + 2(N-1)/N * M / B          gradients after backward
   efficiency   = t_compute(b) / step(N)                  per-rank throughput against one rank
                                                          that does not communicate
   steps(G)     = S_min (1 + B_noise / G)                 McCandlish et al. 2018, "An empirical

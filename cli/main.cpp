@@ -4,20 +4,30 @@
 //   1  failure agreed by all ranks (bad data, diverged replicas, failed checkpoint)
 //   a rank that fails alone prints its message with its rank and aborts the whole job
 //   (MPI_Abort), since the others would otherwise wait for it forever.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "commands.hpp"
 #include "config_file.hpp"
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 
 int main(int argc, char** argv) {
+  // A contained checkpoint reader (a child this program started to parse one file with
+  // libhdf5): it serves its one request and exits, before MPI, BLAS or threads exist.
+  // _Exit: the reply is written; the libraries' exit handlers (HDF5, UCX, OpenBLAS) would
+  // only add time to every read.
+  if (argc >= 2 && std::string(argv[1]) == ringtrain::checkpoint::kReaderSubcommand)
+    std::_Exit(ringtrain::checkpoint::serve_contained_reader(argc, argv));
+  // Every checkpoint this process reads from outside (--resume, inspect) is parsed in such
+  // a child, so that a file that crashes libhdf5 is refused instead of ending the job.
+  ringtrain::checkpoint::enable_contained_reader("/proc/self/exe");
   // Before MPI and threads: OpenBLAS may have loaded generic kernels for a CPU it does not
   // know, and its idle threads spin; this re-executes the program with the right
   // OPENBLAS_CORETYPE and OPENBLAS_THREAD_TIMEOUT (blas.hpp).
@@ -28,8 +38,9 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const bool leader = rank == 0;
 
-  CLI::App app{"ringtrain: synchronous data-parallel training on CPUs over MPI.\n"
-               "Run under mpiexec (mpiexec -n 2 ringtrain train) or alone (one rank)."};
+  CLI::App app{
+      "ringtrain: synchronous data-parallel training on CPUs over MPI.\n"
+      "Run under mpiexec (mpiexec -n 2 ringtrain train) or alone (one rank)."};
   app.require_subcommand(1);
   app.set_version_flag("--version", RINGTRAIN_VERSION);
   ringtrain::cli::Runner run;
@@ -54,8 +65,7 @@ int main(int argc, char** argv) {
       if (leader) app.exit(e);
       return 0;
     }
-    if (leader)
-      std::fprintf(stderr, "ringtrain: error: %s (see 'ringtrain --help')\n", e.what());
+    if (leader) std::fprintf(stderr, "ringtrain: error: %s (see 'ringtrain --help')\n", e.what());
     return 2;
   }
 

@@ -24,6 +24,8 @@ find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET GLOBAL libxxhash)
+# libsodium: the keyed BLAKE2b MAC of checkpoints (crypto_generichash).
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET GLOBAL libsodium)
 find_package(nlohmann_json REQUIRED)
 find_package(fmt REQUIRED)
 # toml++: reads `ringtrain train --config FILE` (Debian ships the compiled library).

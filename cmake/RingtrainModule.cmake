@@ -2,7 +2,7 @@
 #
 # A module is one static library: sources in <module>/src/ (recursively), public headers
 # in <module>/include/ringtrain/<module>/. Only DEPS are linked, so only their headers are
-# reachable: an include that breaks DESIGN §2's dependency rules fails to compile.
+# reachable: an include that breaks the dependency rules fails to compile.
 # PRIVATE_DEPS are linked but their headers stay hidden from dependents (HDF5 behind
 # checkpoint/: the framework stores state through checkpoint/, never through HDF5).
 # Sources are globbed (CONFIGURE_DEPENDS) so that adding a file is adding a file.

@@ -15,7 +15,10 @@
 // (fsync, then posix_fadvise DONTNEED), for the raw file and the checkpoint alike.
 // XXH3_64bits speed over the same bytes in memory is printed too: it is the checksum's share.
 //
+// With --key FILE, saves carry the keyed MAC and loads check it (bench/README-security.md).
+//
 //   bench_checkpoint_io [--dir DIR] [--sizes 1000000,10000000,100000000] [--repeats 5] [--warm]
+//                       [--key FILE]
 #include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -32,6 +35,7 @@
 
 #include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/file.hpp"
+#include "ringtrain/checkpoint/key.hpp"
 
 namespace fs = std::filesystem;
 using namespace ringtrain::checkpoint;
@@ -158,7 +162,12 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "repeats per measurement (median reported)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--warm", warm, "read with the file in the page cache (default: cold)");
+  std::string key_file;
+  app.add_option("--key", key_file, "MAC key file: sign every save and check it on load");
   CLI11_PARSE(app, argc, argv);
+  const std::optional<MacKey> key_value =
+      key_file.empty() ? std::nullopt : std::optional<MacKey>(MacKey::load(key_file));
+  const MacKey* key = key_value ? &*key_value : nullptr;
 
   const fs::path dir = dir_text;
   fs::create_directories(dir);
@@ -168,7 +177,8 @@ int main(int argc, char** argv) {
   std::printf("checkpoint_io  %s  HDF5 %s  xxHash %u  dir %s  repeats %d  reads %s\n", date,
               hdf5_version(), XXH_versionNumber(), dir.c_str(), repeats,
               warm ? "warm (page cache)" : "cold (pages dropped with posix_fadvise)");
-  std::printf("load average at start: %s\n", load_average().c_str());
+  std::printf("load average at start: %s  key: %s\n", load_average().c_str(),
+              key != nullptr ? "yes (keyed BLAKE2b MAC on save and load)" : "no");
   std::printf("%11s %8s | %9s %9s %9s %9s %6s %9s %6s | %9s %9s %9s %6s | %9s %8s\n", "floats",
               "MB", "raw_wr_s", "save_s", "commit_s", "save_GB/s", "ratio", "latest_s", "full",
               "raw_rd_s", "load_s", "load_GB/s", "ratio", "xxh3_GB/s", "file_MB");
@@ -194,7 +204,7 @@ int main(int argc, char** argv) {
         Header header;
         header.step = 1000 + static_cast<std::uint64_t>(r);
         const double t0 = now_s();
-        const fs::path partial = write_partial(dir, header.step, header, tree);
+        const fs::path partial = write_partial(dir, header.step, header, tree, key);
         const double t1 = now_s();
         check(commit(dir, partial) == final_path, "commit path");
         const double t2 = now_s();
@@ -214,7 +224,7 @@ int main(int argc, char** argv) {
       const auto time_load = [&] {
         if (!warm) drop_cache(final_path);
         const double t0 = now_s();
-        const StateTree loaded = read_file(final_path, expected);
+        const StateTree loaded = read_file(final_path, expected, nullptr, key);
         load_s.push_back(now_s() - t0);
         check(loaded.size() == tree.size(), "load size");
       };

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "posix_io.hpp"
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 
 namespace ringtrain::checkpoint {
@@ -92,12 +93,12 @@ std::optional<std::uint64_t> parse_checkpoint_name(const fs::path& file_name) {
 }
 
 fs::path write_partial(const fs::path& dir, std::uint64_t step, const Header& header,
-                       const StateTree& tree) {
+                       const StateTree& tree, const MacKey* key) {
   const fs::path partial = dir / (checkpoint_name(step).string() + std::string(kPartialSuffix));
   if (header.step != step)
     throw CheckpointError(partial, "header step " + std::to_string(header.step) +
                                        " differs from the checkpoint step " + std::to_string(step));
-  write_file(partial, header, tree);  // closes and fsyncs
+  write_file(partial, header, tree, key);  // closes, seals and fsyncs
   reach(kAfterPartialWritten);
   return partial;
 }
@@ -181,7 +182,7 @@ std::vector<fs::path> prune(const fs::path& dir, std::size_t keep) {
 }
 
 std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& expected,
-                                        std::vector<std::string>* rejected) {
+                                        std::vector<std::string>* rejected, const MacKey* key) {
   const auto reject = [&](std::string text) {
     if (rejected != nullptr) rejected->push_back(std::move(text));
   };
@@ -202,7 +203,7 @@ std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& exp
   for (const fs::path& path : list_checkpoints(dir)) {
     try {
       Header header;
-      StateTree tree = read_file(path, expected, &header);
+      StateTree tree = read_file_contained(path, expected, &header, key);
       if (header.step != parse_checkpoint_name(path.filename()))
         throw CheckpointError(
             path, "header step " + std::to_string(header.step) + " does not match the file name");
@@ -215,8 +216,8 @@ std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& exp
 }
 
 std::optional<fs::path> newest_valid(const fs::path& dir, const Expected& expected,
-                                     std::vector<std::string>* rejected) {
-  auto loaded = load_newest_valid(dir, expected, rejected);
+                                     std::vector<std::string>* rejected, const MacKey* key) {
+  auto loaded = load_newest_valid(dir, expected, rejected, key);
   if (!loaded) return std::nullopt;
   return std::move(loaded->path);
 }

@@ -77,12 +77,12 @@ void read_value(const CheckedFile& file, const DatasetFacts& facts, Kind kind, G
 
 }  // namespace detail
 
-StateTree read_file(const std::filesystem::path& path, const Expected& expected,
-                    Header* header_out) {
+StateTree read_file(const std::filesystem::path& path, const Expected& expected, Header* header_out,
+                    const MacKey* key) {
   const detail::QuietErrors quiet;
   std::string where;
   try {
-    CheckedFile file(path, where);
+    CheckedFile file(path, where, key);
     file.check_root();
 
     // Structure first: every expected link present, nothing else in any group.
@@ -118,12 +118,16 @@ StateTree read_file(const std::filesystem::path& path, const Expected& expected,
 
     // Then each entry: describe, compare, size-check, read, verify.
     StateTree tree;
+    std::vector<detail::TocEntry> toc;
     for (const ExpectedEntry& entry : expected.entries()) {
       const DatasetFacts facts = file.examine(entry.group, entry.name);
       compare(file, facts, entry);
       file.check_storage(facts, entry.kind);
       detail::read_value(file, facts, entry.kind, entry.group, entry.name, tree);
+      toc.push_back({entry.group, entry.name, entry.kind, facts.shape, facts.stored_xxh3});
     }
+    // The structure check above left exactly the expected entries: this is the whole TOC.
+    file.check_toc(toc);
     if (header_out != nullptr) *header_out = file.header();
     return tree;
   } catch (const detail::Hdf5Error& error) {
@@ -131,11 +135,11 @@ StateTree read_file(const std::filesystem::path& path, const Expected& expected,
   }
 }
 
-Header read_header(const std::filesystem::path& path) {
+Header read_header(const std::filesystem::path& path, const MacKey* key) {
   const detail::QuietErrors quiet;
   std::string where;
   try {
-    const CheckedFile file(path, where);
+    const CheckedFile file(path, where, key);
     return file.header();
   } catch (const detail::Hdf5Error& error) {
     throw detail::hdf5_failure(path, where, error);

@@ -67,15 +67,19 @@ std::string value_text(const Entry& entry) {
 }
 
 // Steps 1-5 of reader.hpp over every object of the file; array checksums if asked.
-VerifyResult scan(const std::filesystem::path& path, bool verify_arrays) {
+VerifyResult scan(const std::filesystem::path& path, bool verify_arrays, const MacKey* key) {
   const detail::QuietErrors quiet;
   std::string where;
   try {
-    CheckedFile file(path, where);
+    CheckedFile file(path, where, key);
     file.check_root();
     VerifyResult result;
     result.header = file.header();
     result.file_bytes = file.file_bytes();
+    result.sealed = file.seal().has_value();
+    result.mac_present = result.sealed && file.seal()->has_mac;
+    result.mac_checked = result.mac_present && key != nullptr;
+    std::vector<detail::TocEntry> toc;
     for (Group g : kAllGroups) {
       const detail::GroupHandle& group = file.group(g);
       const std::string here = group_path(g);
@@ -118,10 +122,12 @@ VerifyResult scan(const std::filesystem::path& path, bool verify_arrays) {
           if (kind == Kind::kString)  // the text, not its padding
             info.bytes = std::get<std::string>(scratch.entries().front().value).size();
         }
+        toc.push_back({g, name, kind, facts.shape, facts.stored_xxh3});
         result.payload_bytes += info.bytes;
         result.entries.push_back(std::move(info));
       }
     }
+    file.check_toc(toc);
     return result;
   } catch (const detail::Hdf5Error& error) {
     throw detail::hdf5_failure(path, where, error);
@@ -141,12 +147,12 @@ std::string human_bytes(std::uint64_t bytes) {
 
 }  // namespace
 
-VerifyResult verify_file(const std::filesystem::path& path) {
-  return scan(path, true);
+VerifyResult verify_file(const std::filesystem::path& path, const MacKey* key) {
+  return scan(path, true, key);
 }
 
-std::string describe_file(const std::filesystem::path& path) {
-  const VerifyResult result = scan(path, false);
+std::string describe_file(const std::filesystem::path& path, const MacKey* key) {
+  const VerifyResult result = scan(path, false, key);
   const Header& h = result.header;
   std::string out = path.string() + ": " + h.format + " version " + std::to_string(h.version) +
                     ", step " + std::to_string(h.step) + ", epoch " + std::to_string(h.epoch) +
@@ -154,6 +160,13 @@ std::string describe_file(const std::filesystem::path& path) {
   out += "  " + std::to_string(result.entries.size()) + " entries, " +
          human_bytes(result.payload_bytes) + " of data in a file of " +
          human_bytes(result.file_bytes) + "\n";
+  out += std::string("  ") +
+         (result.sealed ? (result.mac_checked   ? "sealed, MAC verified with the key"
+                           : result.mac_present ? "sealed, signed (MAC not checked: no key given)"
+                                                : "sealed, not signed")
+                        : "format version 1: no seal (whole-file digest and table of contents "
+                          "not checked)") +
+         "\n";
   out += "  config (" + std::to_string(h.config_json.size()) +
          " bytes): " + detail::printable(h.config_json) + "\n";
   std::size_t width = 0;

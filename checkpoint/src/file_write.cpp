@@ -15,6 +15,7 @@
 #include "posix_io.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/checkpoint/file.hpp"
+#include "seal.hpp"
 
 namespace ringtrain::checkpoint {
 
@@ -149,32 +150,14 @@ Dataset write_entry(GroupHandle& group, const Entry& entry, const Layouts& layou
   throw CheckpointError(entry_path(entry.group, entry.name) + ": invalid kind");
 }
 
-// XXH3_64bits of the value's little-endian bytes (a string's bytes, without padding).
-std::uint64_t checksum_of(const Entry& entry) {
-  switch (entry.kind()) {
-    case Kind::kFloat32Array: {
-      const auto& values = std::get<FloatArray>(entry.value).values;
-      return detail::xxh3(values.data(), values.size() * sizeof(float));
-    }
-    case Kind::kInt64:
-      return detail::xxh3_of_scalar(std::get<std::int64_t>(entry.value));
-    case Kind::kUInt64:
-      return detail::xxh3_of_scalar(std::get<std::uint64_t>(entry.value));
-    case Kind::kFloat64:
-      return detail::xxh3_of_scalar(std::get<double>(entry.value));
-    case Kind::kString: {
-      const auto& text = std::get<std::string>(entry.value);
-      return detail::xxh3(text.data(), text.size());
-    }
-  }
-  return 0;
-}
-
-void check_header(const std::filesystem::path& path, const Header& header) {
-  if (header.format != kFormatName || header.version != kFormatVersion)
+void check_header(const std::filesystem::path& path, const Header& header, const MacKey* key) {
+  const bool known_version =
+      header.version == kFormatVersion || (header.version == 1 && key == nullptr);
+  if (header.format != kFormatName || !known_version)
     throw CheckpointError(path, "refusing to write format '" + header.format + "' version " +
                                     std::to_string(header.version) + "; this build writes '" +
-                                    kFormatName + "' version " + std::to_string(kFormatVersion));
+                                    kFormatName + "' version " + std::to_string(kFormatVersion) +
+                                    " (version 1, unsealed, only without a key)");
   if (header.world_size < 1)
     throw CheckpointError(path, "world_size " + std::to_string(header.world_size) + " < 1");
   if (header.config_json.find('\0') != std::string::npos ||
@@ -183,14 +166,30 @@ void check_header(const std::filesystem::path& path, const Header& header) {
         path, "config holds a NUL byte or exceeds " + std::to_string(kMaxStringBytes) + " bytes");
 }
 
+std::vector<detail::TocEntry> table_of_contents(const std::vector<Entry>& entries,
+                                                const std::vector<std::uint64_t>& checksums) {
+  std::vector<detail::TocEntry> toc;
+  toc.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    Dims shape;
+    if (e.kind() == Kind::kFloat32Array) shape = std::get<FloatArray>(e.value).shape;
+    toc.push_back({e.group, e.name, e.kind(), std::move(shape), checksums[i]});
+  }
+  return toc;
+}
+
 }  // namespace
 
-void write_file(const std::filesystem::path& path, const Header& header, const StateTree& tree) {
-  check_header(path, header);
+void write_file(const std::filesystem::path& path, const Header& header, const StateTree& tree,
+                const MacKey* key) {
+  check_header(path, header, key);
+  const bool sealed = header.version >= 2;
   const detail::QuietErrors quiet;
   std::string where = "creating the file";
+  std::vector<detail::TocEntry> toc;
   try {
-    File file = File::create(path);
+    File file = File::create(path, sealed ? detail::kSealBytes : 0);
     {
       GroupHandle root = file.root();
       where = "writing the root attributes";
@@ -209,7 +208,8 @@ void write_file(const std::filesystem::path& path, const Header& header, const S
       const std::vector<Entry>& entries = tree.entries();
       std::vector<std::uint64_t> checksums(entries.size());
       const auto hash_all = [&entries, &checksums] {
-        for (std::size_t i = 0; i < entries.size(); ++i) checksums[i] = checksum_of(entries[i]);
+        for (std::size_t i = 0; i < entries.size(); ++i)
+          checksums[i] = detail::entry_xxh3(entries[i]);
       };
       std::jthread hasher;
       if (tree.payload_bytes() >= kHashThreadMinBytes)
@@ -229,13 +229,18 @@ void write_file(const std::filesystem::path& path, const Header& header, const S
         where = "writing the checksum of " + entry_path(entries[i].group, entries[i].name);
         write_checksum(datasets[i], checksums[i]);
       }
+      if (sealed) toc = table_of_contents(entries, checksums);
     }  // every group and dataset is closed here, before the file
     where = "closing the file";
     file.close("H5Fclose");
   } catch (const detail::Hdf5Error& error) {
     throw CheckpointError(path, where + ": " + error.what(), error.stack());
   }
-  detail::fsync_file(path);
+  if (sealed) {
+    const std::size_t count = toc.size();
+    detail::write_seal(path, detail::toc_digest(std::move(toc)), count, key);
+  }
+  detail::fsync_file(path);  // data, seal and metadata durable before the caller renames
 }
 
 }  // namespace ringtrain::checkpoint

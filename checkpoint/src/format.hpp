@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <variant>
+
+#include "ringtrain/checkpoint/state_tree.hpp"
 
 namespace ringtrain::checkpoint::detail {
 
@@ -51,6 +54,27 @@ std::uint64_t xxh3_of_scalar(T value) {
   unsigned char bytes[8];
   std::memcpy(bytes, &value, 8);
   return xxh3(bytes, 8);
+}
+
+// XXH3_64bits of the value's little-endian bytes (a string's bytes, without padding).
+inline std::uint64_t entry_xxh3(const Entry& entry) {
+  switch (entry.kind()) {
+    case Kind::kFloat32Array: {
+      const auto& values = std::get<FloatArray>(entry.value).values;
+      return xxh3(values.data(), values.size() * sizeof(float));
+    }
+    case Kind::kInt64:
+      return xxh3_of_scalar(std::get<std::int64_t>(entry.value));
+    case Kind::kUInt64:
+      return xxh3_of_scalar(std::get<std::uint64_t>(entry.value));
+    case Kind::kFloat64:
+      return xxh3_of_scalar(std::get<double>(entry.value));
+    case Kind::kString: {
+      const auto& text = std::get<std::string>(entry.value);
+      return xxh3(text.data(), text.size());
+    }
+  }
+  return 0;
 }
 
 }  // namespace ringtrain::checkpoint::detail

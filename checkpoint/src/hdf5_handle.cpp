@@ -187,6 +187,10 @@ unsigned PropertyList::link_creation_order() const {
   return flags;
 }
 
+void PropertyList::set_userblock(hsize_t bytes) {
+  check(H5Pset_userblock(id(), bytes), "H5Pset_userblock");
+}
+
 void PropertyList::set_layout(H5D_layout_t layout) {
   check(H5Pset_layout(id(), layout), "H5Pset_layout");
 }
@@ -386,10 +390,12 @@ PropertyList file_access(bool for_writing) {
 
 }  // namespace
 
-File File::create(const std::filesystem::path& path) {
+File File::create(const std::filesystem::path& path, hsize_t userblock_bytes) {
   const PropertyList access = file_access(true);
+  PropertyList creation = PropertyList::create(H5P_FILE_CREATE);
+  if (userblock_bytes > 0) creation.set_userblock(userblock_bytes);
   return File(
-      check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.id()), "H5Fcreate"),
+      check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.id(), access.id()), "H5Fcreate"),
       H5Fclose);
 }
 

@@ -112,6 +112,8 @@ class PropertyList : public Handle {
   // File access.
   void set_libver_bounds(H5F_libver_t low, H5F_libver_t high);  // H5Pset_libver_bounds
   void set_fclose_degree(H5F_close_degree_t degree);            // H5Pset_fclose_degree
+  // File creation.
+  void set_userblock(hsize_t bytes);  // H5Pset_userblock (0 or a power of 2 >= 512)
   // Group creation.
   void set_link_creation_order(unsigned flags);  // H5Pset_link_creation_order
   unsigned link_creation_order() const;          // H5Pget_link_creation_order
@@ -178,7 +180,9 @@ class File : public Handle {
   using Handle::Handle;
   // H5Fcreate (truncating): HDF5 1.8 object formats (superblock v2, checksummed object
   // headers), and a strong close so close() really releases the file before the fsync.
-  static File create(const std::filesystem::path& path);
+  // `userblock_bytes` at the start of the file are left to the caller (HDF5 writes zeros
+  // there and starts its superblock after them).
+  static File create(const std::filesystem::path& path, hsize_t userblock_bytes = 0);
   // H5Fopen read-only, default (sec2) driver, strong close.
   static File open_read_only(const std::filesystem::path& path);
 

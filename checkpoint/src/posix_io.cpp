@@ -68,6 +68,20 @@ void write_synced(const std::filesystem::path& path, std::string_view content) {
   file.close(path);
 }
 
+void write_at(const std::filesystem::path& path, std::uint64_t offset,
+              std::span<const std::byte> bytes) {
+  Descriptor file(path, O_WRONLY);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(file.fd(), bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno(path, "write failed");
+    done += static_cast<std::size_t>(n);
+  }
+  file.close(path);
+}
+
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
   Descriptor file(path, O_RDONLY);
   std::string content(max_bytes + 1, '\0');

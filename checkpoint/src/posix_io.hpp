@@ -20,6 +20,9 @@ void fsync_file(const std::filesystem::path& path);
 void fsync_directory(const std::filesystem::path& dir);
 // Creates or truncates `path`, writes `content`, fsyncs, closes.
 void write_synced(const std::filesystem::path& path, std::string_view content);
+// Overwrites bytes [offset, offset + bytes.size()) of an existing file (no fsync).
+void write_at(const std::filesystem::path& path, std::uint64_t offset,
+              std::span<const std::byte> bytes);
 // The whole file if it is at most max_bytes long; throws otherwise.
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes);
 

@@ -13,8 +13,6 @@
 namespace ringtrain::checkpoint::detail {
 namespace {
 
-constexpr char kHdf5Signature[8] = {'\211', 'H', 'D', 'F', '\r', '\n', '\032', '\n'};
-
 std::string object_type_name(H5O_type_t type) {
   switch (type) {
     case H5O_TYPE_GROUP:
@@ -165,7 +163,7 @@ void CheckedFile::reject(const std::string& reason) const {
   throw CheckpointError(path_, reason);
 }
 
-CheckedFile::CheckedFile(const std::filesystem::path& path, std::string& where)
+CheckedFile::CheckedFile(const std::filesystem::path& path, std::string& where, const MacKey* key)
     : path_(path), where_(where) {
   where_ = "opening the file";
   std::error_code error;
@@ -174,15 +172,13 @@ CheckedFile::CheckedFile(const std::filesystem::path& path, std::string& where)
   if (error) reject("cannot stat: " + error.message());
   if (!std::filesystem::is_regular_file(status)) reject("not a regular file");
   {
+    // Plain reads only: nothing of HDF5 runs on a file whose seal does not check.
     const ReadOnlyFile raw(path_);
     file_bytes_ = raw.size();
-    if (file_bytes_ == 0) reject("empty file (0 bytes)");
-    char signature[sizeof kHdf5Signature] = {};
-    if (file_bytes_ < sizeof signature)
-      reject("not an HDF5 file (only " + std::to_string(file_bytes_) + " bytes)");
-    raw.read_at(0, std::as_writable_bytes(std::span(signature)));
-    if (std::memcmp(signature, kHdf5Signature, sizeof signature) != 0)
-      reject("not an HDF5 file (no HDF5 signature at byte 0)");
+    if (starts_with_seal(raw, path_))
+      seal_ = check_seal(raw, path_, key);
+    else
+      refuse_unsealed_with_key(path_, key);
   }
   try {
     file_ = File::open_read_only(path_);
@@ -211,9 +207,14 @@ void CheckedFile::read_header() {
            "': not a ringtrain checkpoint");
   header_.version = read_scalar_attribute<std::int32_t>(
       *this, root, "root", kVersionAttribute, H5T_STD_I32LE, H5T_NATIVE_INT32, "int32 LE");
-  if (header_.version != kFormatVersion)
-    reject("format version " + std::to_string(header_.version) + "; this build reads version " +
-           std::to_string(kFormatVersion));
+  if (header_.version < kOldestReadableVersion || header_.version > kFormatVersion)
+    reject("format version " + std::to_string(header_.version) + "; this build reads versions " +
+           std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion));
+  if (header_.version >= 2 && !seal_)
+    reject("format version " + std::to_string(header_.version) +
+           " but no seal at byte 0 (user block missing): refused");
+  if (header_.version < 2 && seal_)
+    reject("format version " + std::to_string(header_.version) + " inside a seal: refused");
   header_.step = read_scalar_attribute<std::uint64_t>(
       *this, root, "root", kStepAttribute, H5T_STD_U64LE, H5T_NATIVE_UINT64, "uint64 LE");
   header_.epoch = read_scalar_attribute<std::uint64_t>(
@@ -230,6 +231,18 @@ void CheckedFile::read_header() {
   if (info.num_attrs != kRootAttributeCount)
     reject("the root has " + std::to_string(info.num_attrs) + " attributes, expected " +
            std::to_string(kRootAttributeCount));
+}
+
+void CheckedFile::check_toc(const std::vector<TocEntry>& found) const {
+#ifndef RINGTRAIN_FUZZING  // the fuzz build does not seal its mutated inputs
+  if (!seal_) return;
+  if (found.size() != seal_->entry_count || toc_digest(found) != seal_->toc)
+    reject("table of contents differs from the seal (" + std::to_string(found.size()) +
+           " entries in the file, " + std::to_string(seal_->entry_count) +
+           " sealed): an entry was deleted, added, renamed or changed");
+#else
+  (void)found;
+#endif
 }
 
 void CheckedFile::check_root() {

@@ -1,16 +1,19 @@
 // The checks every reader of a checkpoint file shares (read_file, read_header, verify_file,
 // describe_file), in the order they run:
 //
-//   1. the path is a non-empty regular file that starts with the HDF5 signature
+//   1. the path is a non-empty regular file; with plain reads: it starts with the seal,
+//      which checks (seal.hpp: length, content digest, MAC if a key is given), or with the
+//      HDF5 signature (an unsealed version-1 file; refused when a key is given)
 //   2. HDF5 opens it; superblock version >= 2 (the checksummed formats we write)
-//   3. root attribute `format` == "ringtrain-checkpoint", then `version` == 1, then the rest
-//      of the Header, and no other root attribute
+//   3. root attribute `format` == "ringtrain-checkpoint", then `version` (2 if sealed, 1 if
+//      not), then the rest of the Header, and no other root attribute
 //   4. the root holds exactly the six groups, each a hard link to a group held once
 //   5. per dataset (examine): hard link, held once, a dataset, object header v2, only the
 //      xxh3 attribute, contiguous or compact, no filters, no external storage; its dtype,
 //      dataspace and stored checksum are collected — the caller compares them with what it
 //      expects, then check_storage() compares the stored size with the shape and the file
 //      size, all before any data is allocated or read.
+//   6. (after every entry) check_toc: the table of contents found equals the sealed one.
 //
 // Every rejection throws CheckpointError(path, "<object>: <reason>"). HDF5 failures surface
 // as detail::Hdf5Error; CheckedFile keeps the caller's `where` text up to date (the object
@@ -27,6 +30,7 @@
 #include "hdf5_handle.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/checkpoint/file.hpp"
+#include "seal.hpp"
 
 namespace ringtrain::checkpoint::detail {
 
@@ -47,11 +51,18 @@ class CheckedFile {
  public:
   // Steps 1-3. Throws CheckpointError, or Hdf5Error with `where` naming the object;
   // `where` must outlive this object.
-  CheckedFile(const std::filesystem::path& path, std::string& where);
+  // `key` (may be null) is only used during construction.
+  CheckedFile(const std::filesystem::path& path, std::string& where, const MacKey* key);
 
   const std::filesystem::path& path() const { return path_; }
   const Header& header() const { return header_; }
   std::uint64_t file_bytes() const { return file_bytes_; }
+  // The checked seal; nullopt for a version-1 file.
+  const std::optional<Seal>& seal() const { return seal_; }
+
+  // Step 6: rejects unless `found` (every entry of the file) matches the seal's table of
+  // contents. Does nothing for a version-1 file.
+  void check_toc(const std::vector<TocEntry>& found) const;
 
   // Step 4; then group(g) is open.
   void check_root();
@@ -73,6 +84,7 @@ class CheckedFile {
 
   std::filesystem::path path_;
   std::uint64_t file_bytes_ = 0;
+  std::optional<Seal> seal_;
   std::string& where_;
   File file_;
   GroupHandle root_;

@@ -106,6 +106,30 @@ inline void flip_byte(const fs::path& file, std::size_t offset, unsigned char ma
   write_bytes(file, bytes);
 }
 
+// ---- the seal (format version 2) ----------------------------------------------------------
+// Written here from the layout in checkpoint/src/seal.hpp, independently of the module.
+
+inline constexpr std::size_t kSealBytes = 512;
+
+inline bool has_seal(const Bytes& bytes) {
+  return bytes.size() >= 8 && std::memcmp(bytes.data(), "\x89RTSEAL\n", 8) == 0;
+}
+
+// What someone without the key can do after editing a sealed file: recompute the length and
+// the public content digest (XXH3-128 of bytes [512, EOF)), leaving the table-of-contents
+// digest and any MAC as they were. Does nothing to a file without a seal.
+inline void reseal_content(const fs::path& file) {
+  Bytes bytes = read_bytes(file);
+  if (!has_seal(bytes) || bytes.size() < kSealBytes) return;
+  const std::uint64_t length = bytes.size();
+  for (int i = 0; i < 8; ++i) bytes[16 + i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  XXH128_canonical_t digest;
+  XXH128_canonicalFromHash(&digest,
+                           XXH3_128bits(bytes.data() + kSealBytes, bytes.size() - kSealBytes));
+  std::memcpy(bytes.data() + 24, digest.digest, sizeof digest.digest);
+  write_bytes(file, bytes);
+}
+
 // ---- raw HDF5 ----------------------------------------------------------------------------
 
 // One hid_t, closed on destruction; REQUIREs that the id is valid.

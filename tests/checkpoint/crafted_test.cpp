@@ -159,7 +159,19 @@ struct Case {
   std::function<void(const fs::path&)> craft;
   const char* read_reason;    // read_file's message must contain this
   const char* verify_reason;  // verify_file's message must contain this; "" = it must accept
+  // After crafting, recompute the seal's length and public content digest (what anyone
+  // without the key can do), so that the checks after the seal are the ones tested. The
+  // seal's own cases keep the damage.
+  bool reseal = true;
 };
+
+constexpr const char* kTocChanged = "table of contents differs from the seal";
+
+void set_seal_byte(const fs::path& file, std::size_t offset, unsigned char value) {
+  Bytes bytes = read_bytes(file);
+  bytes[offset] = static_cast<char>(value);
+  write_bytes(file, bytes);
+}
 
 std::vector<Case> cases() {
   const hsize_t big = hsize_t{1} << 20;
@@ -184,17 +196,17 @@ std::vector<Case> cases() {
          replace_dataset(f, "/schedule/step", H5T_STD_I64LE, {},
                          as_bytes(std::vector<std::int64_t>{200}));
        },
-       "/schedule/step: dtype int64 LE in file, expected uint64 LE", ""},
+       "/schedule/step: dtype int64 LE in file, expected uint64 LE", kTocChanged},
       {"string where an array is expected",
        [](auto& f) {
          Id type(H5Tcopy(H5T_C_S1), H5Tclose);
          REQUIRE(H5Tset_size(type, 4) >= 0);
          replace_dataset(f, kBias, type, {}, Bytes{'a', 'b', 'c', 'd'});
        },
-       "dtype fixed-length string of 4 bytes in file, expected float32 LE", ""},
+       "dtype fixed-length string of 4 bytes in file, expected float32 LE", kTocChanged},
       {"array where a string is expected",
        [](auto& f) { replace_dataset(f, "/rng/state", H5T_IEEE_F32LE, {2}, floats(2)); },
-       "/rng/state: dtype float32 LE in file, expected fixed-length string", ""},
+       "/rng/state: dtype float32 LE in file, expected fixed-length string", kTocChanged},
       {"variable-length string",
        [](auto& f) {
          Id h5 = open_rw(f);
@@ -222,13 +234,13 @@ std::vector<Case> cases() {
        [](auto& f) {
          replace_dataset(f, kWeight, H5T_IEEE_F32LE, {3, 5}, floats(15));
        },
-       "/model/layers.0.linear/weight: shape (3, 5) in file, expected (3, 4)", ""},
+       "/model/layers.0.linear/weight: shape (3, 5) in file, expected (3, 4)", kTocChanged},
       {"rank 1 instead of rank 2, same element count",
        [](auto& f) { replace_dataset(f, kWeight, H5T_IEEE_F32LE, {12}, floats(12)); },
-       "rank 1, shape (12) in file, expected rank 2, shape (3, 4)", ""},
+       "rank 1, shape (12) in file, expected rank 2, shape (3, 4)", kTocChanged},
       {"rank 0 instead of rank 1",
        [](auto& f) { replace_dataset(f, kBias, H5T_IEEE_F32LE, {}, floats(1)); },
-       "rank 0, shape () in file", ""},
+       "rank 0, shape () in file", kTocChanged},
       {"rank 5 array",
        [](auto& f) {
          replace_dataset(f, kWeight, H5T_IEEE_F32LE, {1, 1, 1, 3, 4}, floats(12));
@@ -267,17 +279,17 @@ std::vector<Case> cases() {
        },
        "null dataspace", "null dataspace"},
       // ---- structure -----------------------------------------------------------------------
-      {"missing entry",
+      {"entry deleted (content digest recomputed)",
        [](auto& f) { edit(f, [](hid_t h5) { remove_link(h5, "/model/layers.2.linear|weight"); }); },
-       "/model/layers.2.linear/weight: missing", ""},
-      {"extra entry",
+       "/model/layers.2.linear/weight: missing", kTocChanged},
+      {"entry added (content digest recomputed)",
        [](auto& f) {
          edit(f, [](hid_t h5) {
            Id g = open_group(h5, "/model");
            add_dataset(g, "extra", H5T_IEEE_F32LE, {1}, floats(1));
          });
        },
-       "unexpected object /model/extra", ""},
+       "unexpected object /model/extra", kTocChanged},
       {"extra group at the root",
        [](auto& f) {
          edit(f, [](hid_t h5) {
@@ -471,9 +483,9 @@ std::vector<Case> cases() {
        "'format' is uint64 LE, expected a fixed-length string", "expected a fixed-length string"},
       {"wrong version",
        [](auto& f) {
-         with_attribute_change(f, "/", [](hid_t r) { set_i32_attribute(r, "version", 2); });
+         with_attribute_change(f, "/", [](hid_t r) { set_i32_attribute(r, "version", 3); });
        },
-       "format version 2; this build reads version 1", "format version 2"},
+       "format version 3; this build reads versions 1 to 2", "format version 3"},
       {"version attribute of another type",
        [](auto& f) {
          with_attribute_change(f, "/", [](hid_t r) { set_u64_attribute(r, "version", 1); });
@@ -516,13 +528,14 @@ std::vector<Case> cases() {
        "overflows the byte count"},
       {"forged data address beyond the end of the file",
        [](auto& f) {
-         const std::uint64_t offset = data_offset(f, kWeight);
-         forge(f, le64({offset, 48}), le64({fs::file_size(f) - 16, 48}));
+         // Addresses inside HDF5 count from the superblock, after the seal's user block.
+         const std::uint64_t offset = data_offset(f, kWeight) - kSealBytes;
+         forge(f, le64({offset, 48}), le64({fs::file_size(f) - kSealBytes - 16, 48}));
        },
        "lies beyond the end of the file", "lies beyond the end of the file"},
       {"forged storage size smaller than the shape needs",
        [](auto& f) {
-         const std::uint64_t offset = data_offset(f, kWeight);
+         const std::uint64_t offset = data_offset(f, kWeight) - kSealBytes;
          forge(f, le64({offset, 48}), le64({offset, 40}));
        },
        "stores 40 bytes, its shape (3, 4) and dtype need 48", "stores 40 bytes"},
@@ -553,12 +566,58 @@ std::vector<Case> cases() {
        "truncated"},
       {"truncated by one byte", [](auto& f) { truncate_to(f, read_bytes(f).size() - 1); },
        "truncated", "truncated"},
-      {"bit flipped in the superblock", [](auto& f) { flip_byte(f, 20); }, "HDF5 cannot open it",
-       "HDF5 cannot open it"},
+      {"bit flipped in the superblock", [](auto& f) { flip_byte(f, kSealBytes + 20); },
+       "HDF5 cannot open it", "HDF5 cannot open it"},
       {"bit flipped in the root object header",
        [](auto& f) { flip_byte(f, find_tag(f, "OHDR", 0) + 12); }, "HDF5", "HDF5"},
       {"bit flipped in a dataset object header",
        [](auto& f) { flip_byte(f, find_tag(f, "OHDR", 8) + 30); }, "HDF5", "HDF5"},
+      // ---- the seal (format version 2), checked with plain reads before HDF5 opens the file -
+      {"entry renamed (content digest recomputed)",
+       [](auto& f) {
+         edit(f, [](hid_t h5) {
+           REQUIRE(H5Lmove(h5, "/model/layers.2.linear|weight", h5, "/model/layers.2.linear|weighs",
+                           H5P_DEFAULT, H5P_DEFAULT) >= 0);
+         });
+       },
+       "/model/layers.2.linear/weight: missing", kTocChanged},
+      {"user block missing (zeroed)",
+       [](auto& f) {
+         Bytes b = read_bytes(f);
+         std::fill(b.begin(), b.begin() + kSealBytes, '\0');
+         write_bytes(f, b);
+       },
+       "user block holds no seal", "user block holds no seal", false},
+      {"user block missing (a version-1 file that says version 2)",
+       [](auto& f) {
+         Header v1 = sample_header();
+         v1.version = 1;
+         write_file(f, v1, sample_tree());
+         with_attribute_change(f, "/", [](hid_t r) { set_i32_attribute(r, "version", 2); });
+       },
+       "format version 2 but no seal at byte 0 (user block missing)", "user block missing"},
+      {"user block digest wrong", [](auto& f) { flip_byte(f, 24 + 5, 0x04); },
+       "differs from the seal's", "the bytes after the seal were changed", false},
+      {"bytes after the seal changed, digest not recomputed",
+       [](auto& f) { flip_byte(f, data_offset(f, kWeight) + 3, 0x01); },
+       "the bytes after the seal were changed", "the bytes after the seal were changed", false},
+      {"file length wrong (one byte appended)",
+       [](auto& f) {
+         Bytes b = read_bytes(f);
+         b.push_back('\0');
+         write_bytes(f, b);
+       },
+       "in the seal, the file has", "(truncated or extended)", false},
+      {"file length wrong (length field changed)", [](auto& f) { flip_byte(f, 16 + 1, 0x01); },
+       "in the seal, the file has", "(truncated or extended)", false},
+      {"table-of-contents digest wrong", [](auto& f) { flip_byte(f, 40 + 7, 0x20); }, kTocChanged,
+       kTocChanged, false},
+      {"unknown seal version", [](auto& f) { set_seal_byte(f, 8, 3); },
+       "seal version 3; this build reads version 2", "seal version 3", false},
+      {"non-zero reserved seal bytes", [](auto& f) { set_seal_byte(f, 300, 1); },
+       "non-zero reserved bytes", "non-zero reserved bytes", false},
+      {"MAC bytes in an unsigned seal", [](auto& f) { set_seal_byte(f, 70, 1); },
+       "non-zero reserved bytes", "non-zero reserved bytes", false},
       {"directory instead of a file",
        [](auto& f) {
          fs::remove(f);
@@ -583,6 +642,8 @@ TEST_CASE("crafted files are refused with the file name and the reason", "[check
       write_file(file, sample_header(), tree);
       REQUIRE(rejection([&] { read_file(file, expected); }) == "ACCEPTED");
       c.craft(file);
+      if (c.reseal && fs::is_regular_file(file) && fs::file_size(file) > kSealBytes)
+        reseal_content(file);
 
       const std::string read_message = rejection([&] { read_file(file, expected); });
       INFO("read_file: " << read_message);
@@ -610,6 +671,7 @@ TEST_CASE("a compact float array is accepted (the format allows it)", "[checkpoi
   Id creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   REQUIRE(H5Pset_layout(creation, H5D_COMPACT) >= 0);
   replace_dataset(file, kWeight, H5T_IEEE_F32LE, {3, 4}, as_bytes(pattern(12, 1.0f)), creation);
+  reseal_content(file);  // the layout is not in the table of contents: it still matches
   const StateTree loaded = read_file(file, Expected::of(tree));
   CHECK(loaded.array(Group::kModel, "layers.0.linear/weight").values == pattern(12, 1.0f));
   CHECK(verify_file(file).entries.size() == tree.size());
@@ -625,12 +687,15 @@ TEST_CASE("flipping bytes anywhere in a file is caught or harmless, never a cras
   write_file(original, sample_header(), tree);
   const Bytes bytes = read_bytes(original);
   std::size_t rejected = 0, accepted = 0;
-  // Every third byte (a different bit each time) keeps the sweep fast under ASan too.
+  // Every third byte after the seal (a different bit each time) keeps the sweep fast under
+  // ASan too. The seal is recomputed after each flip, so that HDF5 and the module's own
+  // checks meet the damage (the next test shows the seal alone refuses every flip).
   std::size_t tried = 0;
-  for (std::size_t offset = 0; offset < bytes.size(); offset += 3, ++tried) {
+  for (std::size_t offset = kSealBytes; offset < bytes.size(); offset += 3, ++tried) {
     Bytes flipped = bytes;
     flipped[offset] = static_cast<char>(flipped[offset] ^ (1 << (offset % 8)));
     write_bytes(file, flipped);
+    reseal_content(file);
     try {
       Header header;
       const StateTree loaded = read_file(file, expected, &header);
@@ -654,4 +719,75 @@ TEST_CASE("flipping bytes anywhere in a file is caught or harmless, never a cras
   INFO(rejected << " rejected, " << accepted << " accepted of " << tried << " flips");
   CHECK(rejected + accepted == tried);
   CHECK(rejected > tried / 2);
+}
+
+TEST_CASE("the seal alone refuses a flipped bit anywhere in the file",
+          "[checkpoint][crafted][sweep]") {
+  TempDir dir;
+  const fs::path file = dir / "step-00000200.h5";
+  const StateTree tree = sample_tree();
+  const Expected expected = Expected::of(tree);
+  write_file(file, sample_header(), tree);
+  const Bytes bytes = read_bytes(file);
+  REQUIRE(has_seal(bytes));
+  std::size_t tried = 0, refused = 0;
+  for (std::size_t offset = 0; offset < bytes.size(); offset += 7, ++tried) {
+    Bytes flipped = bytes;
+    flipped[offset] = static_cast<char>(flipped[offset] ^ (1 << (offset % 8)));
+    write_bytes(file, flipped);
+    const std::string message = rejection([&] { read_file(file, expected); });
+    INFO("offset " << offset << ": " << message);
+    CHECK_THAT(message, Contains("step-00000200.h5"));
+    refused += message != "ACCEPTED";
+  }
+  CHECK(refused == tried);
+}
+
+TEST_CASE("a version-1 file (no seal) still loads; version 2 is what write_file writes",
+          "[checkpoint][crafted]") {
+  TempDir dir;
+  const fs::path v1 = dir / "v1.h5", v2 = dir / "v2.h5";
+  const StateTree tree = sample_tree();
+  Header old_header = sample_header();
+  old_header.version = 1;
+  write_file(v1, old_header, tree);
+  write_file(v2, sample_header(), tree);
+  CHECK_FALSE(has_seal(read_bytes(v1)));
+  CHECK(has_seal(read_bytes(v2)));
+  Header header;
+  const StateTree loaded = read_file(v1, Expected::of(tree), &header);
+  CHECK(header.version == 1);
+  CHECK(loaded.array(Group::kModel, "layers.0.linear/weight").values == pattern(12, 1.0f));
+  const VerifyResult r1 = verify_file(v1), r2 = verify_file(v2);
+  CHECK_FALSE(r1.sealed);
+  CHECK(r2.sealed);
+  CHECK(r2.header.version == 2);
+  CHECK_THAT(describe_file(v1), Contains("format version 1: no seal"));
+}
+
+TEST_CASE("h5dump and h5py read a version-2 file (the seal is an HDF5 user block)",
+          "[checkpoint][crafted][tools]") {
+  TempDir dir;
+  const fs::path file = dir / "v2.h5";
+  write_file(file, sample_header(), sample_tree());
+  const fs::path out = dir / "dump.txt";
+  const std::string dump = "h5dump -B -d '/model/layers.0.linear|bias' '" + file.string() +
+                           "' > '" + out.string() + "' 2>&1";
+  REQUIRE(std::system(dump.c_str()) == 0);
+  const Bytes text = read_bytes(out);
+  const std::string shown(text.begin(), text.end());
+  INFO(shown);
+  // pattern(3, 2.0f) = 0.5, 0.75, 1
+  CHECK_THAT(shown,
+             Contains("USER_BLOCK") && Contains("USERBLOCK_SIZE 512") && Contains("0.5, 0.75, 1"));
+  if (std::system("python3 -c 'import h5py' 2>/dev/null") != 0) {
+    WARN("h5py is not installed: only h5dump was checked");
+    return;
+  }
+  const std::string py =
+      "python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r'); "
+      "v=list(f['model']['layers.0.linear|bias'][:]); "
+      "sys.exit(0 if v==[0.5,0.75,1.0] and f.attrs['version']==2 else 1)\" '" +
+      file.string() + "'";
+  CHECK(std::system(py.c_str()) == 0);
 }

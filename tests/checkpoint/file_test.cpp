@@ -171,8 +171,12 @@ TEST_CASE("write_file refuses a foreign header and reports unwritable paths",
           "[checkpoint][file]") {
   TempDir dir;
   Header header = sample_header();
-  header.version = 2;
+  header.version = 3;
   CHECK_THAT(rejection([&] { write_file(dir / "a.h5", header, sample_tree()); }),
+             Contains("refusing to write"));
+  header.version = 1;  // unsealed: only without a key
+  const MacKey key = MacKey::from_bytes(std::array<unsigned char, MacKey::kBytes>{});
+  CHECK_THAT(rejection([&] { write_file(dir / "a.h5", header, sample_tree(), &key); }),
              Contains("refusing to write"));
   header = sample_header();
   header.world_size = 0;

@@ -1,4 +1,4 @@
-// Global sampler and rank slicing (DESIGN §3), tested exhaustively over small sizes: every
+// Global sampler and rank slicing, tested exhaustively over small sizes: every
 // sample once per epoch, order a function of (seed, epoch) only, slices that tile each batch,
 // state/restore that continues the same sequence, and the --local-batches parser's errors.
 #include "ringtrain/framework/data/sampler.hpp"

@@ -1,4 +1,4 @@
-// Same N, same seed, same build: bitwise the same parameters, run after run (DESIGN §3);
+// Same N, same seed, same build: bitwise the same parameters, run after run;
 // and every rank ends with the bitwise same replica.
 #include <catch2/catch.hpp>
 #include <cstring>

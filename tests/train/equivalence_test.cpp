@@ -1,4 +1,4 @@
-// One defined update (DESIGN §1): N ranks train exactly what one process trains on the same
+// One defined update: N ranks train exactly what one process trains on the same
 // global batches, for an even split, an uneven --local-batches split, and a split that gives
 // one rank no samples at all. The one-process reference runs on MPI_COMM_SELF on every rank
 // (so no rank idles in a collective meanwhile) and is compared with the N-rank run.
@@ -126,7 +126,7 @@ TEST_CASE("1 sample with mean gradient 2 and 3 with mean 6 give 5, mean-of-means
   if (n == 2) REQUIRE(all_ranks(mean_of_means == 4.0f));
 }
 
-// Batch-dependent layers (DESIGN §1.2): SyncBatchNorm weights each rank's statistics by its
+// Batch-dependent layers: SyncBatchNorm weights each rank's statistics by its
 // sample count, so N ranks — even with an uneven split — equal one process, running
 // statistics included; BatchNorm on each rank's slice alone is a different computation.
 TEST_CASE("cnn-bn: SyncBatchNorm equals one process, per-rank BatchNorm differs") {

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -24,9 +25,23 @@ bool all_agree(const collectives::Communicator& comm, bool ok) {
 }  // namespace
 
 Checkpointer::Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir,
-                           std::size_t keep, std::string config_json)
+                           std::size_t keep, std::string config_json,
+                           const std::filesystem::path& key_file)
     : comm_(comm), dir_(std::move(dir)), keep_(keep), config_json_(std::move(config_json)) {
+  std::string error;
+  try {
+    key_ = checkpoint::MacKey::from_flag_or_environment(key_file);
+  } catch (const checkpoint::CheckpointError& e) {
+    error = e.what();
+  }
+  if (!all_agree(comm_, error.empty()))
+    throw AgreedError(error.empty() ? "the checkpoint key failed to load on another rank"
+                                    : "cannot use the checkpoint key: " + error);
   if (comm_.rank() == 0) std::filesystem::create_directories(dir_);
+}
+
+const checkpoint::MacKey* Checkpointer::key() const {
+  return key_ ? &*key_ : nullptr;
 }
 
 double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
@@ -43,8 +58,8 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
       header.epoch = epoch;
       header.world_size = comm_.size();
       header.config_json = config_json_;
-      partial =
-          checkpoint::write_partial(dir_, state.progress.step, header, capture(state, gathered));
+      partial = checkpoint::write_partial(dir_, state.progress.step, header,
+                                          capture(state, gathered), key());
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -80,13 +95,13 @@ std::optional<std::filesystem::path> Checkpointer::resume(
     if (what == "auto") {
       std::vector<std::string> rejected;
       if (std::filesystem::exists(dir_))
-        loaded = checkpoint::load_newest_valid(dir_, expected, &rejected);
+        loaded = checkpoint::load_newest_valid(dir_, expected, &rejected, key());
       if (comm_.rank() == 0)
         for (const std::string& r : rejected) report("skipping checkpoint " + r);
     } else {
       checkpoint::Loaded l;
       l.path = what;
-      l.tree = checkpoint::read_file(what, expected, &l.header);
+      l.tree = checkpoint::read_file_contained(what, expected, &l.header, key());
       loaded = std::move(l);
     }
     if (loaded) {
@@ -112,6 +127,10 @@ std::optional<std::filesystem::path> Checkpointer::resume(
                     "is {} the same folder on every node?",
                     lo == 0 ? 0 : lo - 1, hi - 1, dir_.string()));
   if (!loaded) return std::nullopt;
+  if (loaded->header.version < 2 && comm_.rank() == 0)
+    report(loaded->path.string() +
+           ": format version 1 (no seal): loaded without the whole-file digest and table of "
+           "contents check");
   restore(loaded->tree, state);
   // A save interrupted after its rename (commit.hpp, steps 4-5) left the file we resume from
   // without LATEST naming it: finish that save's protocol now. Every rank is done reading.

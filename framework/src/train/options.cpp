@@ -328,6 +328,9 @@ std::vector<TrainOption> run_options() {
              [](const TrainConfig& c, int) {
                require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");
              }),
+      option("checkpoint-key", &TrainConfig::checkpoint_key,
+             "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
+             "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),
       not_in_config_toml(option(
           "resume", &TrainConfig::resume,
           "auto (newest checkpoint of --run-dir that verifies) or a checkpoint file",

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "ringtrain/checkpoint/key.hpp"
+#include "ringtrain/checkpoint/version.hpp"
 #include "ringtrain/framework/blas.hpp"
 
 namespace ringtrain {
@@ -122,6 +124,9 @@ nlohmann::json make_manifest(const RunFacts& f) {
       {"openblas", blas::config()},
       {"mpi", mpi_library_version()}};
   m["gradient_buckets"] = buckets_json(f);
+  // Whether checkpoints carry a MAC; never the key.
+  m["checkpoints"] = {{"format_version", checkpoint::kFormatVersion},
+                      {"signed", checkpoint::key_file_in_use(c.checkpoint_key).has_value()}};
   return m;
 }
 

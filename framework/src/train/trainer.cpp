@@ -173,7 +173,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   facts_.config = &config_;
   facts_.world = comm_.size();
   facts_.ranks_per_node = comm_.ranks_per_node();
-  // BLAS threads: cores per node / ranks per node unless asked (DESIGN §4).
+  // BLAS threads: cores per node / ranks per node unless asked.
   facts_.cores = blas::available_cores();
   facts_.blas_threads = config_.blas_threads > 0
                             ? config_.blas_threads
@@ -291,7 +291,7 @@ void TrainingRun::resume() {
   state_ = std::make_unique<TrainingState>(TrainingState{
       model_, step_->optimizer(), *sampler_, progress_, config_.seed, &step_->reducer().shard()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
-                                                 config_.to_json().dump());
+                                                 config_.to_json().dump(), config_.checkpoint_key);
   if (!config_.resume.empty()) {
     const auto from =
         checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });

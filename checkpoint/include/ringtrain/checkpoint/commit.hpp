@@ -1,4 +1,4 @@
-// The atomic commit of a checkpoint (DESIGN §5) and the retention of old ones, as separate
+// The atomic commit of a checkpoint and the retention of old ones, as separate
 // steps so that the trainer can put the cross-rank agreement between them. Rank 0 runs them;
 // nothing here is collective. The protocol, in the order the trainer calls it:
 //
@@ -35,10 +35,12 @@ std::filesystem::path checkpoint_name(std::uint64_t step);
 std::optional<std::uint64_t> parse_checkpoint_name(const std::filesystem::path& file_name);
 
 // Step 1. Writes dir/<checkpoint_name(step)>.partial (write_file: closed and fsynced) and
-// returns its path. header.step must equal `step`. Throws CheckpointError.
+// returns its path, sealed with a MAC if `key`. header.step must equal `step`. Throws
+// CheckpointError.
 // Crash during or after: only a *.partial exists, which no reader trusts; prune removes it.
 std::filesystem::path write_partial(const std::filesystem::path& dir, std::uint64_t step,
-                                    const Header& header, const StateTree& tree);
+                                    const Header& header, const StateTree& tree,
+                                    const MacKey* key = nullptr);
 
 // Step 3. Renames `partial` (in `dir`, named "*.h5.partial") to its final name and fsyncs
 // `dir`; returns the final path. Throws CheckpointError.
@@ -77,10 +79,13 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
 // and update_latest the newest file is whole but LATEST still names the previous one. Each
 // file that fails is appended to *rejected (if given) as "<file name>: <reason>", and so is
 // a LATEST that is unreadable or names a missing file ("LATEST: <reason>"). nullopt if none
-// verifies.
+// verifies. With `key`, a file without a valid MAC fails ("not signed with this key").
+// Each candidate is read by read_file_contained (contained.hpp): in a child process when the
+// program enabled that, so a file that crashes libhdf5 is one more rejected candidate.
 std::optional<std::filesystem::path> newest_valid(const std::filesystem::path& dir,
                                                   const Expected& expected,
-                                                  std::vector<std::string>* rejected = nullptr);
+                                                  std::vector<std::string>* rejected = nullptr,
+                                                  const MacKey* key = nullptr);
 
 // The same search, keeping what was read, so the trainer reads the chosen file only once.
 struct Loaded {
@@ -89,7 +94,8 @@ struct Loaded {
   StateTree tree;
 };
 std::optional<Loaded> load_newest_valid(const std::filesystem::path& dir, const Expected& expected,
-                                        std::vector<std::string>* rejected = nullptr);
+                                        std::vector<std::string>* rejected = nullptr,
+                                        const MacKey* key = nullptr);
 
 // Test hook for restart tests (the trainer exposes it as a hidden flag): `hook(phase)` is
 // called after each durable step of the protocol so a test can SIGKILL the process there.

@@ -7,7 +7,7 @@
 // When HDF5 itself refused something, the innermost HDF5 error description is appended in
 // brackets and the whole HDF5 error stack is kept in hdf5_stack() for logs.
 //
-// This module may not include framework/ (DESIGN §2), so CheckpointError derives from
+// This module may not include framework/, so CheckpointError derives from
 // std::runtime_error, not ringtrain::Error; the trainer wraps it where it needs to.
 #pragma once
 

@@ -1,9 +1,12 @@
-// One checkpoint file: a StateTree and a Header in HDF5 (DESIGN §5). Rank 0 writes and reads
+// One checkpoint file: a StateTree and a Header in HDF5. Rank 0 writes and reads
 // it with the serial HDF5 library, on one thread; nothing here is collective.
 //
 // Layout, as h5dump shows it:
 //
-//   /                         attributes: format "ringtrain-checkpoint", version 1 (int32),
+//   bytes [0, 512)            the seal (version 2): magic, length, XXH3-128 of the bytes
+//                             after it, digest of the table of contents, optional keyed MAC
+//                             (an HDF5 user block: HDF5 and h5dump skip it)
+//   /                         attributes: format "ringtrain-checkpoint", version 2 (int32),
 //                             step, epoch (uint64), world_size (int32), config (JSON string)
 //   /model                    group (likewise /optimizer /schedule /data /rng /progress, all
 //                             six always present, possibly empty)
@@ -22,7 +25,10 @@
 // so a flipped bit anywhere in the file is caught by HDF5 or by xxh3.
 //
 // Reading treats the file as untrusted input (HDF5 is not hardened against crafted files):
-// the file must start with the HDF5 signature; format name and version are checked first;
+// with plain reads, before HDF5 opens it, a version-2 file's seal is checked (length, the
+// digest of every byte after it, the MAC when a key is given: "not signed with this key");
+// a file without a seal must start with the HDF5 signature and be version 1 (refused when a
+// key is given); then format name and version are checked first;
 // only expected paths are opened, and only through hard links held once (no soft, external
 // or shared hard links); datasets must be contiguous or compact with no filters and no
 // external storage; dtype, rank and shape are compared with the expectation and the stored
@@ -35,6 +41,10 @@
 // internal struct (HDFGroup/hdf5#3790, fixed in 1.14.4), and at exit HDF5 prints "HDF5:
 // infinite loop closing library". Harmless (bounded, once per process); the read is refused
 // as it should be.
+//
+// After the entries were read, the table of contents found (every entry's group, name,
+// kind, shape and stored xxh3) must match the seal's digest exactly: an entry deleted,
+// added or renamed is refused even if someone recomputed the public content digest.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/checkpoint/state_tree.hpp"
 #include "ringtrain/checkpoint/version.hpp"
 
@@ -63,21 +74,24 @@ std::string hdf5_link_name(std::string_view entry_name);
 // (kModel, "layers.0.linear/weight") -> "/model/layers.0.linear|weight".
 std::string hdf5_path(Group group, std::string_view entry_name);
 
-// Creates (truncating) `path` and writes `header` and every entry of `tree`; closes the file
-// and fsyncs it before returning. The header must carry kFormatName and kFormatVersion and
-// world_size >= 1. Throws CheckpointError naming the file on any failure; a failed write may
-// leave a partial file behind (commit.hpp writes to *.partial for that reason).
-void write_file(const std::filesystem::path& path, const Header& header, const StateTree& tree);
+// Creates (truncating) `path` and writes `header` and every entry of `tree`; closes the file,
+// writes the seal (with a MAC if `key`) and fsyncs it before returning. The header must carry
+// kFormatName and kFormatVersion (or 1 without a key: an unsealed file as older builds wrote
+// it, for tests) and world_size >= 1. Throws CheckpointError naming the file on any failure;
+// a failed write may leave a partial file behind (commit.hpp writes to *.partial for that).
+void write_file(const std::filesystem::path& path, const Header& header, const StateTree& tree,
+                const MacKey* key = nullptr);
 
 // Reads exactly the entries of `expected` and nothing else, after all the checks above.
 // Returns a tree in `expected`'s order; fills *header_out if given. Throws CheckpointError
 // "<path>: <what>: <reason>" on the first problem found; nothing is returned on failure.
+// With `key`, a file without a valid MAC is refused before HDF5 opens it.
 StateTree read_file(const std::filesystem::path& path, const Expected& expected,
-                    Header* header_out = nullptr);
+                    Header* header_out = nullptr, const MacKey* key = nullptr);
 
-// Checks the signature, format name and version and returns the root attributes. Does not
-// look at the groups. Throws CheckpointError.
-Header read_header(const std::filesystem::path& path);
+// Checks the seal, the signature, format name and version and returns the root attributes.
+// Does not look at the groups. Throws CheckpointError.
+Header read_header(const std::filesystem::path& path, const MacKey* key = nullptr);
 
 struct EntryInfo {
   Group group;
@@ -94,17 +108,20 @@ struct VerifyResult {
   std::vector<EntryInfo> entries;  // per group in kAllGroups order, then creation order
   std::uint64_t payload_bytes = 0;
   std::uint64_t file_bytes = 0;
+  bool sealed = false;       // version 2: seal and table of contents checked
+  bool mac_present = false;  // the seal carries a MAC
+  bool mac_checked = false;  // ... and it was verified with the reader's key
 };
 
 // Structure and checksums without an expectation (`ringtrain inspect --verify`): the same
 // rules as read_file, with every dataset's kind taken from its dtype; array data is streamed
 // through the checksum in blocks (memory stays bounded whatever the file declares).
 // Throws CheckpointError on the first problem.
-VerifyResult verify_file(const std::filesystem::path& path);
+VerifyResult verify_file(const std::filesystem::path& path, const MacKey* key = nullptr);
 
 // A human-readable summary for `ringtrain inspect`: header, then per group the entries with
 // kind, shape, size (and scalar values). Checks the structure like verify_file and verifies
 // the small entries (scalars, strings) but does not read array data. Throws CheckpointError.
-std::string describe_file(const std::filesystem::path& path);
+std::string describe_file(const std::filesystem::path& path, const MacKey* key = nullptr);
 
 }  // namespace ringtrain::checkpoint

@@ -1,5 +1,5 @@
-// When to save: every K steps, or the Young/Daly interval from the measured save cost
-// (DESIGN §1.6, §5). Pure arithmetic on numbers the caller measured and agreed across ranks;
+// When to save: every K steps, or the Young/Daly interval from the measured save cost.
+// Pure arithmetic on numbers the caller measured and agreed across ranks;
 // no HDF5, no MPI, no clock.
 //
 //   C   save cost: seconds one save blocks training (the slowest rank's)

@@ -1,5 +1,5 @@
 // The neutral state tree: everything a checkpoint holds, as named entries under six fixed
-// groups, in a form that knows nothing of layers or optimizers (DESIGN §2, §5). Components of
+// groups, in a form that knows nothing of layers or optimizers. Components of
 // framework/ describe their state here; this module only stores and verifies it.
 //
 //   group       what lives there (examples)                     kind

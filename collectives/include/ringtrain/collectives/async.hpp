@@ -2,7 +2,7 @@
 //
 // Where it sits: backward produces gradients bucket by bucket; as soon as a bucket is
 // complete the trainer start()s its reduction and calls progress() between layers, so the
-// ring moves while backward still runs (DESIGN §1.4); wait() at the end of backward is the
+// ring moves while backward still runs; wait() at the end of backward is the
 // exposed communication time. MPI makes no progress on its own (no progress thread), so the
 // ring advances only inside start(), progress() and wait().
 //

@@ -4,7 +4,7 @@
 // Where it sits: the model keeps its parameters in one flat buffer in forward order (layer 0
 // first), but backward writes their gradients last layer first. A bucket is a contiguous span
 // of that buffer; its ring can start as soon as its last gradient is written, while backward
-// still computes earlier layers (DESIGN §1.4). The plan walks the parameters from the end of
+// still computes earlier layers. The plan walks the parameters from the end of
 // the buffer to its start and packs consecutive ones into buckets of at most `cap_bytes`.
 // A parameter is never split: one larger than the cap gets a bucket of its own (splitting
 // would not make any part ready earlier: a layer writes a parameter's gradient in one go).

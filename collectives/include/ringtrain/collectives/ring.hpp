@@ -32,7 +32,7 @@
 // summation order is fixed by (N, chunk), so repeated calls are bitwise identical and every
 // rank ends with the same bits.
 //
-// Cost model (DESIGN §1.3). Each rank sends and receives (N-1) chunks of M/N per phase:
+// Cost model. Each rank sends and receives (N-1) chunks of M/N per phase:
 //   bytes sent per rank  = 2 (N-1)/N · M_bytes
 //   t(M) = 2(N-1) α + 2(N-1)/N · M_bytes / B
 // α is the per-round latency, B the per-rank bandwidth; cost_model.hpp fits both. "busbw" =

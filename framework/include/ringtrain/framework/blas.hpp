@@ -39,7 +39,7 @@ std::string kernels_report();
 // BLAS thread: the rule above, by shape alone.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k);
 
-// Threads OpenBLAS may use in this process (DESIGN §4: cores per node / ranks per node).
+// Threads OpenBLAS may use in this process (cores per node / ranks per node).
 void set_threads(int threads);
 int threads();
 

@@ -4,7 +4,7 @@
 //   ℓ_i = -log p_i[y_i]
 //   dz_i = scale · (p_i - onehot(y_i))
 //
-// The caller chooses the scale. For one defined update (DESIGN §1) every rank passes
+// The caller chooses the scale. For one defined update every rank passes
 // scale = 1/B with B the number of samples of the *global* batch, so the ring's sum of the
 // ranks' gradients is the mean gradient over all samples however the batch was split.
 #pragma once

@@ -1,5 +1,5 @@
 // Counter-based randomness: every random number is a pure function of a key, so results do
-// not depend on which rank, thread or order produced them (DESIGN §3).
+// not depend on which rank, thread or order produced them.
 //
 //   permutation of epoch e       key (seed, kStreamSampler, e, i)
 //   dropout mask of sample s     key (seed, kStreamDropout, layer, s, j)

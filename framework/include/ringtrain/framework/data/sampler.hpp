@@ -1,4 +1,4 @@
-// The global sampler (DESIGN §3): which samples a step uses, and which of them each rank takes.
+// The global sampler: which samples a step uses, and which of them each rank takes.
 //
 // At the start of every step all ranks ask the GlobalSampler for the same global batch (it
 // is a pure function of seed, epoch and position, so no communication is needed), then each

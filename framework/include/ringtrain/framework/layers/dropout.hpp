@@ -7,7 +7,7 @@
 //   u(i, j) = uniform01(hash(seed, kStreamDropout, layer_index, sample_id(i), j))
 // sample_id(i) = ctx.sample_ids[i] (the global dataset index of row i), or i if the
 // context carries no ids. The mask of a sample therefore depends on the sample, not on the
-// rank or row that processed it (DESIGN §3), and backward recomputes nothing: the scaled
+// rank or row that processed it, and backward recomputes nothing: the scaled
 // mask is kept from forward in a buffer planned for max_batch rows.
 #pragma once
 

@@ -14,7 +14,7 @@
 // buckets are still in flight, and the result is bitwise that of one step().
 //
 // Threads: the same property splits one update over the rank's threads. An optimizer built
-// while the BLAS budget is T threads (blas::threads(), DESIGN §4) cuts each piece it updates
+// while the BLAS budget is T threads (blas::threads()) cuts each piece it updates
 // into up to T contiguous parts (at least kMinPartElements each) and updates them on a pool
 // planned at construction. Every element's update reads and writes only that element, so
 // the result is bitwise the same for every thread count.

@@ -1,5 +1,5 @@
 // Checkpointer: the collective side of checkpoints — who writes, when ranks agree, what a
-// resume loads. The file format and the commit steps are checkpoint/'s (DESIGN §5).
+// resume loads. The file format and the commit steps are checkpoint/'s.
 //
 // save(), on every rank (collective):
 //   1. rank 0 captures the state and writes step-XXXXXXXX.h5.partial, fsynced
@@ -12,6 +12,8 @@
 // file), then the ranks agree on the step they loaded (MIN/MAX allreduce): all or none resume.
 // With "auto", rank 0 then points LATEST at the file it resumed from if LATEST named another
 // (a save killed between its rename and LATEST) and prunes: the interrupted save is finished.
+// With a key (--checkpoint-key FILE, or $RINGTRAIN_CHECKPOINT_KEY_FILE), every save carries a
+// keyed MAC and resume refuses any file not signed with that key.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +22,9 @@
 #include <optional>
 #include <string>
 
-#include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/checkpoint/file.hpp"
+#include "ringtrain/checkpoint/key.hpp"
+#include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 
 namespace ringtrain {
@@ -29,8 +32,11 @@ namespace ringtrain {
 class Checkpointer {
  public:
   // dir: <run-dir>/checkpoints (created by rank 0). keep: newest K checkpoints kept.
+  // key_file: the MAC key (--checkpoint-key); empty: $RINGTRAIN_CHECKPOINT_KEY_FILE if set,
+  // else no key. Collective (the ranks agree that the key loaded). Throws AgreedError if the
+  // key file is refused (missing, readable by group or others, not 32 bytes).
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
-               std::string config_json);
+               std::string config_json, const std::filesystem::path& key_file = {});
 
   // Collective. Returns the seconds the save blocked this rank (the save cost C; about the
   // same on every rank, since all wait for rank 0's commit). Throws AgreedError on every rank
@@ -41,16 +47,22 @@ class Checkpointer {
   // loaded path, or nullopt if "auto" found none (a fresh start). Every rejected file is
   // reported through `report` with its name and reason (rank 0 only). Throws AgreedError if
   // an explicit file fails or the ranks loaded different steps.
-  std::optional<std::filesystem::path> resume(const TrainingState& state, const std::string& what,
-                                              const std::function<void(const std::string&)>& report);
+  std::optional<std::filesystem::path> resume(
+      const TrainingState& state, const std::string& what,
+      const std::function<void(const std::string&)>& report);
 
   const std::filesystem::path& dir() const { return dir_; }
+  // True if saves are signed (and resumes demand the signature).
+  bool signs() const { return key_.has_value(); }
 
  private:
+  const checkpoint::MacKey* key() const;  // nullptr without a key
+
   const collectives::Communicator& comm_;
   std::filesystem::path dir_;
   std::size_t keep_;
   std::string config_json_;
+  std::optional<checkpoint::MacKey> key_;
 };
 
 }  // namespace ringtrain

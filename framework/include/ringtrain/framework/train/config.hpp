@@ -74,12 +74,13 @@ struct TrainConfig {
   bool evaluate = true;  // --no-eval: skip evaluation (tests, speed runs)
   bool quiet = false;    // --quiet: rank 0 prints errors only
 
-  // checkpoints (DESIGN §5): always one at the end; --checkpoint-every adds periodic ones
+  // checkpoints: always one at the end; --checkpoint-every adds periodic ones
   std::string checkpoint_every =
-      "0";               // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
-  double mtbf_s = 0.0;   // job mean time between failures, for "auto"
-  std::size_t keep = 3;  // newest checkpoints kept
-  std::string resume;    // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
+      "0";                     // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
+  double mtbf_s = 0.0;         // job mean time between failures, for "auto"
+  std::size_t keep = 3;        // newest checkpoints kept
+  std::string checkpoint_key;  // MAC key file; empty: $RINGTRAIN_CHECKPOINT_KEY_FILE, else unsigned
+  std::string resume;          // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
 
   // safety nets of data-parallel training
   std::uint64_t replica_check_every =

@@ -1,4 +1,4 @@
-// The reduction convention: how N ranks' gradients become the one update of DESIGN §1.
+// The reduction convention: how N ranks' gradients become the one update.
 //
 // sum-scaled (the default, and the only correct one):
 //   every rank scales the *sum* of its per-sample losses by 1/B, B = samples in the global

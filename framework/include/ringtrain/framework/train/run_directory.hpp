@@ -1,4 +1,4 @@
-// The run directory of DESIGN §4, written by rank 0 alone:
+// The run directory, written by rank 0 alone:
 //   manifest.json    what was run (config, world, reduction, versions) and its results;
 //                    rewritten atomically (temp file + rename) whenever results change
 //   metrics.jsonl    one JSON object per logged step or evaluation, appended and flushed

@@ -1,4 +1,4 @@
-// What a run tells about itself before its first step: manifest.json (DESIGN §4: the
+// What a run tells about itself before its first step: manifest.json (the
 // resolved configuration, world size, batches, the reduction convention, optimizer,
 // schedule, target and stopping rule, buckets, versions) and the start-up banner that rank 0
 // prints. Both are made from one RunFacts, so they cannot disagree.

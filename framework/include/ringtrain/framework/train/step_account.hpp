@@ -1,7 +1,7 @@
 // Where a training step's time went, on one rank, and the metrics window it adds up to.
 //
 // Every figure is measured directly with the steady clock, never derived from the others
-// (DESIGN §1.4: overlapped durations are not added together):
+// (overlapped durations are not added together):
 //   step_s       the whole step, from the batch gather to the end of the optimizer update
 //   data_s       gathering this rank's slice of the batch
 //   forward_s    forward and the loss

@@ -1,4 +1,4 @@
-// The training state as a checkpoint state tree (DESIGN §5), and back.
+// The training state as a checkpoint state tree, and back.
 //
 //   /model       parameters by name ("layers.0.linear/weight"), buffers
 //   ("layers.1.batchnorm/running_mean") /optimizer   "<state>/<parameter>" per optimizer state
