@@ -1,5 +1,5 @@
-// The optimizer factory and the checks shared by every optimizer: configuration values
-// (validated once, before any state is allocated) and span extents (every step).
+// The optimizer factory and the checks shared by every optimizer's steps (span extents);
+// the configuration's own checks are in optimizer_config.cpp.
 #include "ringtrain/framework/optim/optimizer.hpp"
 
 #include <fmt/format.h>
@@ -13,16 +13,6 @@
 #include "ringtrain/framework/optim/sgd.hpp"
 
 namespace ringtrain {
-namespace {
-
-// value in [0, 1); written so that NaN fails too.
-void require_unit_interval(std::string_view field, float value, std::string_view hint) {
-  if (!(value >= 0.0f && value < 1.0f))
-    throw UsageError(fmt::format("optimizer {} = {} is outside [0, 1); {}", field, value, hint));
-}
-
-}  // namespace
-
 Optimizer::Optimizer(std::size_t num_elements) : num_elements_(num_elements) {
   const std::size_t threads = std::size_t(std::max(1, blas::threads()));
   planned_parts_ = std::max<std::size_t>(1, std::min(threads, num_elements / kMinPartElements));
@@ -62,25 +52,6 @@ void Optimizer::check_piece(std::size_t offset, std::span<const float> params,
         params.size(), grads.size(), offset, num_elements_));
   if (step_count_ == 0)
     throw UsageError("optimizer update before begin_step(): count the step first");
-}
-
-void validate(const OptimizerConfig& config) {
-  if (config.name != "sgd" && config.name != "adamw")
-    throw UsageError(fmt::format("unknown optimizer '{}'; choose one of: sgd, adamw", config.name));
-  if (!(config.weight_decay >= 0.0f) || std::isinf(config.weight_decay))
-    throw UsageError(
-        fmt::format("optimizer weight_decay = {} must be finite and >= 0", config.weight_decay));
-  if (config.name == "sgd") {
-    require_unit_interval("momentum", config.momentum, "use 0 for plain SGD, 0.9 is usual");
-    if (config.nesterov && config.momentum == 0.0f)
-      throw UsageError("optimizer nesterov = true needs momentum > 0 (momentum = 0)");
-  } else {
-    require_unit_interval("beta1", config.beta1, "0.9 is usual");
-    require_unit_interval("beta2", config.beta2, "0.999 is usual");
-    if (!(config.eps > 0.0f) || std::isinf(config.eps))
-      throw UsageError(
-          fmt::format("optimizer eps = {} must be finite and > 0; 1e-8 is usual", config.eps));
-  }
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, std::size_t count) {

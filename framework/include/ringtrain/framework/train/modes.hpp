@@ -20,7 +20,7 @@
 
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
-#include "ringtrain/framework/train/gradient_reducer.hpp"
+#include "ringtrain/framework/train/progress_driver.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
 
 namespace ringtrain {

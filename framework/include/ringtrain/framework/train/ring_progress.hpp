@@ -24,12 +24,9 @@
 #include <thread>
 
 #include "ringtrain/framework/train/bucket_rings.hpp"
+#include "ringtrain/framework/train/progress_driver.hpp"
 
 namespace ringtrain {
-
-enum class ProgressDriver { kLayers, kThread };
-std::string to_string(ProgressDriver driver);
-ProgressDriver parse_progress_driver(const std::string& name);  // "layers" | "thread"
 
 class RingProgress {
  public:
