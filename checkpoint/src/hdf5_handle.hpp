@@ -3,7 +3,7 @@
 // Hdf5Error with the call's name and the HDF5 error stack, which the public functions turn
 // into a CheckpointError naming the file and the object. Destructors close and never throw.
 //
-// All of it runs on one thread (Debian's HDF5 1.10.8 is not thread-safe, RECIPES.md).
+// All of it runs on one thread (Debian's HDF5 1.10.8 is not built thread-safe).
 // Private to the checkpoint module: not installed, not seen by users.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The POSIX file operations HDF5 does not do for us: fsync of a file and of a directory
-// (HDF5 never fsyncs, RECIPES.md), small synced text files (LATEST), and positioned reads for
+// (HDF5 never fsyncs), small synced text files (LATEST), and positioned reads for
 // streaming a dataset's raw bytes through a checksum without holding them all in memory.
 // Every failure is a CheckpointError naming the path and the errno text.
 // Private to the checkpoint module.

@@ -716,8 +716,10 @@ TEST_CASE("flipping bytes anywhere in a file is caught or harmless, never a cras
     }
     (void)rejection([&] { verify_file(file); });
   }
+  // Every flip was either refused with CheckpointError naming the file or read back exactly
+  // (any other outcome, a crash or another exception, fails inside the loop); most flips land
+  // in bytes that matter, so most must be refused.
   INFO(rejected << " rejected, " << accepted << " accepted of " << tried << " flips");
-  CHECK(rejected + accepted == tried);
   CHECK(rejected > tried / 2);
 }
 

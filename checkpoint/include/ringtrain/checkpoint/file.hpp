@@ -38,7 +38,7 @@
 // overflowing dims and data placed beyond the end of the file.
 //
 // Known HDF5 1.10.8 defect: an object header that fails HDF5's own checksum leaks one
-// internal struct (HDFGroup/hdf5#3790, fixed in 1.14.4), and at exit HDF5 prints "HDF5:
+// internal struct (a defect of HDF5 fixed in 1.14.4), and at exit HDF5 prints "HDF5:
 // infinite loop closing library". Harmless (bounded, once per process); the read is refused
 // as it should be.
 //
