@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
 #include <system_error>
 
@@ -43,7 +44,43 @@ fs::path find_file(const fs::path& dir, const char* gz_name, Split split) {
       gz.string(), to_string(split), gz_name, plain.filename().string(), dir.string()));
 }
 
+// pixel byte b -> b / 255, looked up rather than divided 47 million times.
+const std::array<float, 256>& unit_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (std::size_t b = 0; b < t.size(); ++b) t[b] = static_cast<float>(b) / 255.0f;
+    return t;
+  }();
+  return table;
+}
+
+// Copies sample s of `dataset` (in memory or mapped) into `out` (sample_elements() floats).
+void copy_sample(const Dataset& dataset, std::uint64_t s, std::span<float> out) {
+  const std::size_t per_sample = out.size();
+  if (!dataset.mapped.file) {
+    std::copy_n(dataset.images.data() + s * per_sample, per_sample, out.begin());
+  } else if (dataset.mapped.dtype == DType::kUint8) {
+    bytes_to_unit({dataset.mapped.first + s * per_sample, per_sample}, out);
+  } else {
+    std::memcpy(out.data(), dataset.mapped.first + s * per_sample * sizeof(float),
+                per_sample * sizeof(float));
+  }
+}
+
+const std::uint8_t* sample_address(const Dataset& dataset, std::uint64_t s) {
+  const std::size_t per_sample = dataset.sample_elements();
+  if (!dataset.mapped.file)
+    return reinterpret_cast<const std::uint8_t*>(dataset.images.data() + s * per_sample);
+  return dataset.mapped.first + s * per_sample * item_bytes(dataset.mapped.dtype);
+}
+
 }  // namespace
+
+void bytes_to_unit(std::span<const std::uint8_t> bytes, std::span<float> out) {
+  const std::array<float, 256>& to_unit = unit_table();
+  std::transform(bytes.begin(), bytes.end(), out.begin(),
+                 [&to_unit](std::uint8_t b) { return to_unit[b]; });
+}
 
 const char* to_string(Split split) {
   return split == Split::kTrain ? "train" : "test";
@@ -63,16 +100,12 @@ Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_fil
                     "mismatch (the two files must come from the same split)",
                     images_file.string(), images.count, labels_file.string(), labels.size()));
 
-  // pixel byte b -> b / 255, looked up rather than divided 47 million times.
-  std::array<float, 256> to_unit{};
-  for (std::size_t b = 0; b < to_unit.size(); ++b) to_unit[b] = static_cast<float>(b) / 255.0f;
-
   Dataset dataset;
   dataset.images = Tensor({images.count, 1, images.rows, images.cols});
-  std::span<float> out = dataset.images.span();
-  std::transform(images.pixels.begin(), images.pixels.end(), out.begin(),
-                 [&to_unit](std::uint8_t b) { return to_unit[b]; });
+  bytes_to_unit(images.pixels, dataset.images.span());
   dataset.labels.assign(labels.begin(), labels.end());
+  dataset.sample_shape = {1, images.rows, images.cols};
+  dataset.num_classes = spec.num_classes;
   return dataset;
 }
 
@@ -103,13 +136,14 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
         fmt::format("gather_batch: {} indices need {} image floats and {} labels, got "
                     "buffers of {} and {}",
                     k, k * per_sample, k, images_out.size(), labels_out.size()));
-  const float* images = dataset.images.data();
   // The samples are scattered over the dataset: ask for all their cache lines first, so the
   // misses overlap instead of waiting one image at a time.
+  const std::size_t sample_bytes =
+      per_sample * (dataset.mapped.file ? item_bytes(dataset.mapped.dtype) : sizeof(float));
   for (std::size_t i = 0; i < k; ++i)
     if (indices[i] < dataset.size())
-      for (std::size_t e = 0; e < per_sample; e += 16)
-        __builtin_prefetch(images + indices[i] * per_sample + e);
+      for (std::size_t b = 0; b < sample_bytes; b += 64)
+        __builtin_prefetch(sample_address(dataset, indices[i]) + b);
   for (std::size_t i = 0; i < k; ++i) {
     const std::uint64_t s = indices[i];
     if (s >= dataset.size())
@@ -117,8 +151,8 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
           fmt::format("gather_batch: sample index {} at position {} is out of range for "
                       "a dataset of {} samples",
                       s, i, dataset.size()));
-    // sample s occupies floats [s * per_sample, (s + 1) * per_sample) of the images tensor
-    std::copy_n(images + s * per_sample, per_sample, images_out.begin() + i * per_sample);
+    // sample s occupies items [s * per_sample, (s + 1) * per_sample) of the samples
+    copy_sample(dataset, s, images_out.subspan(i * per_sample, per_sample));
     labels_out[i] = dataset.labels[s];
   }
 }

@@ -1,30 +1,45 @@
-// Dataset: a whole split (train or test) in memory as floats, and the per-step gather.
+// Dataset: a whole split (train or test) as samples and labels, and the per-step gather.
 //
 // Loaded once at start-up by every rank (each rank holds the full split: 60000 x 784 floats
 // = 188 MB for Fashion-MNIST train). In each training step the sampler picks sample indices
 // and gather_batch copies those samples into the step's input buffers, allocating nothing.
+// The samples are either floats in memory (`images`) or stay in a memory-mapped file
+// (`mapped`, user datasets: float32 copied as is, uint8 divided by 255 as they are gathered).
 //
-//   images: (n, 1, rows, cols) float in [0, 1], pixel byte / 255
+//   images: (n, sample_shape...) float, e.g. (n, 1, rows, cols) in [0, 1], pixel byte / 255
 //   labels: (n) class index in [0, num_classes)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "ringtrain/framework/data/stored_array.hpp"
 #include "ringtrain/framework/tensor.hpp"
 
 namespace ringtrain::data {
 
+// Samples that lie in a mapped file: sample s is items [s * e, (s + 1) * e) from `first`,
+// e = elements per sample, each float32 (copied) or uint8 (byte / 255).
+struct MappedSamples {
+  std::shared_ptr<const MappedFile> file;  // keeps the mapping alive
+  const std::uint8_t* first = nullptr;
+  DType dtype = DType::kFloat32;
+};
+
 struct Dataset {
-  Tensor images;                     // (n, 1, rows, cols) float in [0, 1]
+  Tensor images;  // (n, sample_shape...) floats; empty when `mapped.file` holds the samples
   std::vector<std::int32_t> labels;  // (n)
+  Shape sample_shape;                // e.g. (1, 28, 28) or (features)
+  std::size_t num_classes = 0;
+  MappedSamples mapped;
 
   std::size_t size() const { return labels.size(); }
   // Floats per sample: 1 * rows * cols (784 for Fashion-MNIST).
-  std::size_t sample_elements() const { return size() == 0 ? 0 : images.size() / size(); }
+  std::size_t sample_elements() const { return size() == 0 ? 0 : num_elements(sample_shape); }
 };
 
 // What a valid file pair must contain; the defaults are (Fashion-)MNIST's.
@@ -62,5 +77,8 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split);
 // Allocates nothing. Throws Error on a size mismatch or an index out of range.
 void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,
                   std::span<float> images_out, std::span<std::int32_t> labels_out);
+
+// out[i] = bytes[i] / 255 (as float), the conversion of IDX pixels and uint8 user data.
+void bytes_to_unit(std::span<const std::uint8_t> bytes, std::span<float> out);
 
 }  // namespace ringtrain::data

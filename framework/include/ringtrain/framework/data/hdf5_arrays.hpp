@@ -1,0 +1,37 @@
+// HDF5 reader for user datasets: the arrays /train/x, /train/y, /test/x, /test/y of one file
+// and its optional root attribute `classes`.
+//
+// Sits before training starts (user_data.hpp). A contiguous dataset without filters or
+// external storage is mapped where it lies in the file (H5Dget_offset); a chunked, compressed
+// or compact one is read into memory. The file is untrusted: links must be hard links inside
+// the file, dtype, byte order and rank are checked, and a dataset's stored size is checked
+// against the file size (mapped) or the machine's memory (read) before anything is mapped or
+// allocated. All HDF5 calls happen on the calling thread (Debian's HDF5 is not thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringtrain/framework/data/stored_array.hpp"
+
+namespace ringtrain::data {
+
+struct Hdf5Arrays {
+  std::vector<StoredArray> arrays;     // in the order of the names asked for
+  std::optional<std::int64_t> classes;  // the root attribute `classes`, if present
+};
+
+// True if `file` starts with the HDF5 signature (\x89HDF\r\n\x1a\n).
+bool is_hdf5_file(const std::filesystem::path& file);
+
+// Reads the datasets `names` ("/train/x", ...) of `file`. Throws DataError naming the file and
+// dataset: not HDF5, a name missing or not a hard link to a dataset, an unsupported dtype, a
+// big-endian type, a rank of 0 or above 8, storage outside the file or external, a stored
+// size other than the shape's, a dataset too large for memory (read), a bad `classes`.
+Hdf5Arrays read_hdf5_arrays(const std::filesystem::path& file,
+                            const std::vector<std::string>& names);
+
+}  // namespace ringtrain::data

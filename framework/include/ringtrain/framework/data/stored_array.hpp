@@ -1,0 +1,68 @@
+// StoredArray: one array of a user's dataset (x or y of a split) as it lies in its file,
+// before it becomes samples and labels (user_data.hpp).
+//
+// Sits before training starts: the .npy reader (npy.hpp) and the HDF5 reader (hdf5_arrays.hpp)
+// each describe an array (dtype, shape) and hand out its bytes, either mapped where they lie in
+// the file (MappedFile) or read into memory. The bytes are little-endian and C-ordered: the
+// readers refuse anything else, so everything after them reads one layout.
+//
+// Vocabulary: "item" is one element (4 bytes of float32, 1 byte of uint8); "stored bytes" is
+// items x item size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ringtrain::data {
+
+enum class DType { kUint8, kInt32, kInt64, kFloat32 };
+
+// "uint8", "int32", "int64", "float32"
+const char* to_string(DType dtype);
+std::size_t item_bytes(DType dtype);
+
+// A whole file mapped read-only. Move-only; unmaps in the destructor.
+class MappedFile {
+ public:
+  // Throws DataError naming the file if it cannot be opened or mapped. An empty file maps to
+  // an empty span.
+  explicit MappedFile(const std::filesystem::path& file);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const std::uint8_t> bytes() const { return {data_, size_}; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+struct StoredArray {
+  std::string where;  // names it in messages: "d/train_x.npy" or "d.h5 /train/x"
+  DType dtype = DType::kFloat32;
+  std::vector<std::uint64_t> shape;  // outermost first; shape[0] is the sample count
+  // The stored bytes: either inside `mapping` (mapped where they lie) or in `memory`.
+  std::shared_ptr<const MappedFile> mapping;
+  std::size_t offset = 0;  // of the first byte inside the mapping
+  std::vector<std::uint8_t> memory;
+
+  bool mapped() const { return mapping != nullptr; }
+  std::uint64_t items() const;
+  std::span<const std::uint8_t> bytes() const;
+};
+
+// Items of `shape` times `item_size`, or DataError naming `where` when the product overflows
+// 64 bits or exceeds `limit_bytes` (`why` says which limit: "the file holds 1200 bytes").
+std::uint64_t checked_stored_bytes(const std::vector<std::uint64_t>& shape, std::size_t item_size,
+                                   std::uint64_t limit_bytes, const std::string& where,
+                                   const std::string& why);
+
+}  // namespace ringtrain::data

@@ -1,0 +1,72 @@
+// `--data PATH`: both splits of a dataset in any of its three layouts, checked and described.
+//
+// Sits before training starts: every rank loads the same PATH, then the model is built for the
+// data's sample shape and class count, and the manifest records DataInfo.
+//
+//   idx    a folder of Fashion-MNIST's IDX files (dataset.hpp), the default
+//   hdf5   one HDF5 file with /train/x /train/y /test/x /test/y (hdf5_arrays.hpp)
+//   npy    a folder with train_x.npy train_y.npy test_x.npy test_y.npy (npy.hpp)
+//
+// x: float32 used as is, or uint8 divided by 255; shape (n, ...), e.g. (n, features) or
+// (n, channels, height, width); the same sample shape in both splits.
+// y: class labels (n), int64, int32 or uint8; classes = max label + 1 over both splits, or the
+// HDF5 root attribute `classes` when it says more.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ringtrain/framework/data/dataset.hpp"
+#include "ringtrain/framework/data/stored_array.hpp"
+
+namespace ringtrain::data {
+
+enum class DataLayout { kIdx, kHdf5, kNpy };
+
+// "idx", "hdf5", "npy"
+const char* to_string(DataLayout layout);
+
+inline constexpr std::size_t kMaxClasses = 65536;
+
+// One array as the manifest records it.
+struct ArrayFacts {
+  std::string name;   // "train/x", "train/y", "test/x", "test/y"
+  std::string where;  // its file (and dataset)
+  DType dtype = DType::kUint8;
+  std::vector<std::uint64_t> shape;
+  bool mapped = false;  // read where it lies in the file, not copied into memory
+};
+
+struct DataInfo {
+  std::string path;
+  DataLayout layout = DataLayout::kIdx;
+  Shape sample_shape;
+  std::size_t num_classes = 0;
+  std::vector<ArrayFacts> arrays;  // train/x, train/y, test/x, test/y
+};
+
+struct DataSplits {
+  Dataset train, test;
+  DataInfo info;
+};
+
+struct LoadOptions {
+  bool map = true;  // false: copy mapped samples into memory too (tests compare the two)
+};
+
+// Loads both splits of `path` (empty: the Debian package's Fashion-MNIST folder).
+// Throws DataError naming the file (and dataset) for: a missing path or file, x and y
+// lengths that differ, a label < 0 or >= classes, more than kMaxClasses classes, NaN or Inf
+// in x, an unsupported dtype (float targets included: regression is not supported yet), a
+// big-endian array, a truncated file or a dataset whose stored size exceeds the file, Fortran
+// order, wrong ranks, train and test samples of different shapes.
+DataSplits load_data(const std::filesystem::path& path, const LoadOptions& options = {});
+
+// Turns a split's stored x and y into a Dataset of `classes` classes (labels checked).
+// Throws DataError as load_data.
+Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t classes,
+                     const LoadOptions& options = {});
+
+}  // namespace ringtrain::data

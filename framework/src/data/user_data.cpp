@@ -1,0 +1,249 @@
+// `--data PATH` (user_data.hpp): find the layout, read the four arrays, check them against
+// each other (lengths, ranks, sample shapes, labels, finite values) and make two Datasets.
+//
+// Vocabulary: "x" holds the samples and "y" the labels of a split; "stored" is as the file
+// holds them (StoredArray), before conversion to floats and int32 labels.
+#include "ringtrain/framework/data/user_data.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <system_error>
+
+#include "ringtrain/framework/data/hdf5_arrays.hpp"
+#include "ringtrain/framework/data/npy.hpp"
+#include "ringtrain/framework/error.hpp"
+
+namespace ringtrain::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kArrayNames[4] = {"train/x", "train/y", "test/x", "test/y"};
+
+[[noreturn]] void fail(const std::string& where, const std::string& problem) {
+  throw DataError(fmt::format("{}: {}", where, problem));
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  return fmt::format("({})", fmt::join(shape, ", "));
+}
+
+// x: float32 or uint8, rank >= 2, at least one sample.
+void check_x(const StoredArray& x) {
+  if (x.dtype != DType::kFloat32 && x.dtype != DType::kUint8)
+    fail(x.where, fmt::format("samples (x) of dtype {} are not supported: store float32 or uint8",
+                              to_string(x.dtype)));
+  if (x.shape.size() < 2)
+    fail(x.where, fmt::format("samples (x) of shape {} have the wrong rank: expected (n, ...) "
+                              "with at least two dimensions, e.g. (n, features) or (n, C, H, W)",
+                              shape_text(x.shape)));
+  if (x.shape[0] == 0) fail(x.where, "no samples (x has 0 rows)");
+  for (std::uint64_t d : x.shape)
+    if (d == 0) fail(x.where, fmt::format("empty samples: shape {}", shape_text(x.shape)));
+}
+
+// y: integer labels of rank 1, as many as x has samples.
+void check_y(const StoredArray& y, const StoredArray& x) {
+  if (y.dtype == DType::kFloat32)
+    fail(y.where, "float targets (regression) are not supported yet; store integer class "
+                  "labels (int64, int32 or uint8)");
+  if (y.shape.size() != 1)
+    fail(y.where, fmt::format("labels (y) of shape {} have the wrong rank: expected (n), one "
+                              "class label per sample",
+                              shape_text(y.shape)));
+  if (y.shape[0] != x.shape[0])
+    fail(y.where, fmt::format("{} labels but {} holds {} samples: x and y lengths differ",
+                              y.shape[0], x.where, x.shape[0]));
+}
+
+std::int64_t label_at(const StoredArray& y, std::span<const std::uint8_t> bytes, std::size_t i) {
+  switch (y.dtype) {
+    case DType::kUint8:
+      return bytes[i];
+    case DType::kInt32: {
+      std::int32_t v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      return v;
+    }
+    default: {
+      std::int64_t v;
+      std::memcpy(&v, bytes.data() + 8 * i, 8);
+      return v;
+    }
+  }
+}
+
+// The labels as int32, each checked to be in [0, classes).
+std::vector<std::int32_t> read_labels(const StoredArray& y, std::size_t classes) {
+  const std::span<const std::uint8_t> bytes = y.bytes();
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(y.shape[0]));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::int64_t label = label_at(y, bytes, i);
+    if (label < 0 || static_cast<std::uint64_t>(label) >= classes)
+      fail(y.where, fmt::format("label {} at index {} is out of range: expected 0..{} ({} "
+                                "classes)",
+                                label, i, classes - 1, classes));
+    labels[i] = static_cast<std::int32_t>(label);
+  }
+  return labels;
+}
+
+std::int64_t max_label(const StoredArray& y) {
+  const std::span<const std::uint8_t> bytes = y.bytes();
+  std::int64_t most = -1;
+  for (std::size_t i = 0; i < y.shape[0]; ++i) most = std::max(most, label_at(y, bytes, i));
+  return most;
+}
+
+// float32 x must hold finite values only: one NaN would poison every parameter.
+void check_finite(const StoredArray& x) {
+  if (x.dtype != DType::kFloat32) return;
+  const std::span<const std::uint8_t> bytes = x.bytes();
+  const std::size_t per_sample = static_cast<std::size_t>(x.items() / x.shape[0]);
+  for (std::size_t i = 0; i < bytes.size() / sizeof(float); ++i) {
+    float v;
+    std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof v);
+    if (!std::isfinite(v))
+      fail(x.where, fmt::format("{} at sample {}, element {}: x must be finite", v,
+                                i / per_sample, i % per_sample));
+  }
+}
+
+// Every sample of `x` as floats in memory: uint8 / 255, float32 as is.
+Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
+  Shape shape = sample_shape;
+  shape.insert(shape.begin(), static_cast<std::size_t>(x.shape[0]));
+  Tensor images(shape);
+  const std::span<const std::uint8_t> bytes = x.bytes();
+  if (x.dtype == DType::kUint8)
+    bytes_to_unit(bytes, images.span());
+  else
+    std::memcpy(images.data(), bytes.data(), bytes.size());
+  return images;
+}
+
+ArrayFacts facts_of(const char* name, const StoredArray& a) {
+  return {name, a.where, a.dtype, a.shape, a.mapped()};
+}
+
+// The four arrays (train x, y, test x, y) of an HDF5 file or a .npy folder.
+std::vector<StoredArray> read_arrays(const fs::path& path, DataLayout layout,
+                                     std::optional<std::int64_t>* classes) {
+  if (layout == DataLayout::kHdf5) {
+    Hdf5Arrays h5 = read_hdf5_arrays(path, {"/train/x", "/train/y", "/test/x", "/test/y"});
+    *classes = h5.classes;
+    return std::move(h5.arrays);
+  }
+  std::vector<StoredArray> arrays;
+  for (const char* name : {"train_x.npy", "train_y.npy", "test_x.npy", "test_y.npy"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path / name, ec))
+      fail((path / name).string(), "file not found (a .npy dataset folder holds train_x.npy, "
+                                   "train_y.npy, test_x.npy and test_y.npy)");
+    arrays.push_back(read_npy(path / name));
+  }
+  return arrays;
+}
+
+// max label + 1 over both splits, or the declared count when it says more. A declared count
+// below max label + 1 is reported by read_labels as the label that exceeds it.
+std::size_t class_count(const StoredArray& train_y, const StoredArray& test_y,
+                        std::optional<std::int64_t> declared, const std::string& path) {
+  if (declared && *declared > std::int64_t(kMaxClasses))
+    fail(path + " attribute classes",
+         fmt::format("{} classes is more than the {} supported", *declared, kMaxClasses));
+  for (const StoredArray* y : {&train_y, &test_y}) {
+    const std::int64_t most = max_label(*y);
+    if (most >= std::int64_t(kMaxClasses))
+      fail(y->where, fmt::format("label {} would make more than the {} classes supported", most,
+                                 kMaxClasses));
+  }
+  const std::int64_t most = std::max(max_label(train_y), max_label(test_y));
+  return static_cast<std::size_t>(std::max<std::int64_t>(declared.value_or(most + 1), 1));
+}
+
+DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOptions& options) {
+  std::optional<std::int64_t> declared;
+  const std::vector<StoredArray> a = read_arrays(path, layout, &declared);
+  check_x(a[0]);
+  check_x(a[2]);
+  check_y(a[1], a[0]);
+  check_y(a[3], a[2]);
+  if (!std::equal(a[0].shape.begin() + 1, a[0].shape.end(), a[2].shape.begin() + 1,
+                  a[2].shape.end()))
+    fail(a[2].where, fmt::format("test samples of shape {} differ from the train samples {} of {}",
+                                 shape_text(a[2].shape), shape_text(a[0].shape), a[0].where));
+  DataSplits splits;
+  splits.info.path = path.string();
+  splits.info.layout = layout;
+  splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
+  splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
+  splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
+  splits.info.sample_shape = splits.train.sample_shape;
+  for (std::size_t i = 0; i < 4; ++i) {
+    splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i]));
+    if (!options.map) splits.info.arrays.back().mapped = false;
+  }
+  return splits;
+}
+
+DataSplits load_idx(const fs::path& dir) {
+  DataSplits splits;
+  splits.train = load_fashion_mnist(dir, Split::kTrain);
+  splits.test = load_fashion_mnist(dir, Split::kTest);
+  splits.info.path = dir.string();
+  splits.info.layout = DataLayout::kIdx;
+  splits.info.sample_shape = splits.train.sample_shape;
+  splits.info.num_classes = splits.train.num_classes;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Dataset& d = i < 2 ? splits.train : splits.test;
+    std::vector<std::uint64_t> shape = {d.size()};
+    if (i % 2 == 0) shape.insert(shape.end(), d.sample_shape.begin(), d.sample_shape.end());
+    splits.info.arrays.push_back({kArrayNames[i], dir.string(), DType::kUint8, shape, false});
+  }
+  return splits;
+}
+
+}  // namespace
+
+const char* to_string(DataLayout layout) {
+  switch (layout) {
+    case DataLayout::kHdf5:
+      return "hdf5";
+    case DataLayout::kNpy:
+      return "npy";
+    default:
+      return "idx";
+  }
+}
+
+Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t classes,
+                     const LoadOptions& options) {
+  check_x(x);
+  check_y(y, x);
+  check_finite(x);
+  Dataset dataset;
+  dataset.labels = read_labels(y, classes);
+  dataset.num_classes = classes;
+  dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
+  if (x.mapped() && options.map)
+    dataset.mapped = {x.mapping, x.bytes().data(), x.dtype};
+  else
+    dataset.images = samples_in_memory(x, dataset.sample_shape);
+  return dataset;
+}
+
+DataSplits load_data(const fs::path& path, const LoadOptions& options) {
+  const fs::path where = path.empty() ? default_data_dir() : path;
+  std::error_code ec;
+  if (fs::is_regular_file(where, ec)) return load_user_data(where, DataLayout::kHdf5, options);
+  if (fs::is_directory(where, ec) && fs::exists(where / "train_x.npy", ec))
+    return load_user_data(where, DataLayout::kNpy, options);
+  return load_idx(where);
+}
+
+}  // namespace ringtrain::data
