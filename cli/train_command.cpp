@@ -55,7 +55,7 @@ void add_option(CLI::App& train, const TrainOption& option,
 
 void add_train(CLI::App& app, Runner& run) {
   auto config = std::make_shared<TrainConfig>();
-  CLI::App* train = app.add_subcommand("train", "train a model on Fashion-MNIST");
+  CLI::App* train = app.add_subcommand("train", "train a model on Fashion-MNIST or your own data (--data)");
   // Read by config_file.cpp before parsing; declared here for --help.
   train->add_option("--config", "TOML file whose keys are these flags' names (flags win)");
   // The last value of an option wins, so command-line flags override the --config file's.
@@ -85,7 +85,13 @@ void add_train(CLI::App& app, Runner& run) {
   train->callback([&run, config, faults] {
     run = [config, faults]() -> int {
       collectives::Communicator comm;
-      Trainer trainer(*config, models::make_model(*config), models::input_shape(), comm);
+      // The model fits the data's sample shape and classes, known once --data is loaded.
+      Trainer trainer(
+          *config,
+          [config](const Shape& input, std::size_t classes) {
+            return models::make_model(*config, input, classes);
+          },
+          comm);
       // A stuck rank ends the whole job (MPI_Abort), not just itself.
       trainer.set_watchdog_action([](const std::string& message) {
         const std::string line = message + "\n";  // one write: lines of ranks never interleave

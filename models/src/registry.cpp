@@ -13,29 +13,31 @@
 namespace ringtrain::models {
 namespace {
 
-constexpr std::size_t kPixels = 28 * 28;
-constexpr std::size_t kClasses = 10;
-
 std::unique_ptr<Sequential> mlp(const ModelOptions& options) {
   auto model = std::make_unique<Sequential>();
-  std::size_t in = kPixels;
+  std::size_t in = num_elements(options.input);
   for (std::size_t width : options.mlp_hidden) {
     model->add(std::make_unique<Linear>(in, width));
     model->add(std::make_unique<ReLU>());
     if (options.dropout > 0.0f) model->add(std::make_unique<Dropout>(options.dropout));
     in = width;
   }
-  model->add(std::make_unique<Linear>(in, kClasses));
+  model->add(std::make_unique<Linear>(in, options.classes));
   return model;
 }
 
 // (1, 28, 28) → conv → (32, 28, 28) → pool → (32, 14, 14) → conv → (64, 14, 14)
 //             → pool → (64, 7, 7) → flatten 3136 → 1024 → 10
+// (C, H, W) in general: the padded 5x5 convolutions keep H, W; each pool floors them by 2.
 std::unique_ptr<Sequential> cnn(const ModelOptions& options, bool batch_norm) {
+  const Shape& in = options.input;
+  if (in.size() != 3 || in[1] < 4 || in[2] < 4)
+    throw UsageError("model cnn takes samples of shape (C, H, W) with H, W >= 4, not " +
+                     to_string(in) + "; store x as (n, C, H, W) or choose --model mlp");
   auto model = std::make_unique<Sequential>();
   const Conv2d::Algorithm algorithm = options.conv_algorithm;
   // kAuto: conv1 (one input channel) stays on im2col, conv2 runs by Winograd
-  model->add(std::make_unique<Conv2d>(1, 32, 5, 1, 2, algorithm));
+  model->add(std::make_unique<Conv2d>(in[0], 32, 5, 1, 2, algorithm));
   if (batch_norm) model->add(std::make_unique<BatchNorm>(32));
   model->add(std::make_unique<ReLU>());
   model->add(std::make_unique<MaxPool2d>(2));
@@ -44,10 +46,10 @@ std::unique_ptr<Sequential> cnn(const ModelOptions& options, bool batch_norm) {
   model->add(std::make_unique<ReLU>());
   model->add(std::make_unique<MaxPool2d>(2));
   model->add(std::make_unique<Flatten>());
-  model->add(std::make_unique<Linear>(64 * 7 * 7, 1024));
+  model->add(std::make_unique<Linear>(64 * (in[1] / 4) * (in[2] / 4), 1024));
   model->add(std::make_unique<ReLU>());
   if (options.dropout > 0.0f) model->add(std::make_unique<Dropout>(options.dropout));
-  model->add(std::make_unique<Linear>(1024, kClasses));
+  model->add(std::make_unique<Linear>(1024, options.classes));
   return model;
 }
 
@@ -66,14 +68,22 @@ std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptio
 }
 
 std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
+  const ModelOptions fashion_mnist;
+  return make_model(config, fashion_mnist.input, fashion_mnist.classes);
+}
+
+std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& input,
+                                       std::size_t classes) {
   ModelOptions options;
   options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
   options.dropout = config.dropout;
   options.conv_algorithm = config.conv_algorithm;
+  options.input = input;
+  options.classes = classes;
   return make_model(config.model, options);
 }
 
-Shape input_shape() { return {1, 28, 28}; }
+Shape input_shape() { return ModelOptions{}.input; }
 
 bool has_batch_norm(const std::string& name) { return name == "cnn-bn"; }
 

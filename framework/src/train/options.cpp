@@ -154,7 +154,9 @@ namespace {
 std::vector<TrainOption> data_and_model_options() {
   return {
       option("data", &TrainConfig::data_dir,
-             "folder of the IDX files (default: the Debian package dataset-fashion-mnist)"),
+             "IDX folder (default: the Debian package dataset-fashion-mnist), HDF5 file with "
+             "/train/x /train/y /test/x /test/y, or folder of train_x.npy train_y.npy "
+             "test_x.npy test_y.npy"),
       option("model", &TrainConfig::model, "mlp | cnn | cnn-bn"),
       option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",
              [](const TrainConfig& c, int) {

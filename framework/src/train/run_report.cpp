@@ -69,7 +69,8 @@ nlohmann::json buckets_json(const RunFacts& f) {
 void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
   const TrainConfig& c = *f.config;
   m["target"] = {
-      {"metric", "top-1 accuracy on the full Fashion-MNIST test set (10,000 images)"},
+      {"metric", fmt::format("top-1 accuracy on the full test set of {} ({} samples)", f.data.path,
+                             f.test_samples)},
       {"value", c.target_accuracy > 0 ? nlohmann::json(c.target_accuracy) : nlohmann::json()}};
   m["evaluation"] = {
       {"every_steps", c.evaluate ? nlohmann::json(f.eval_every) : nlohmann::json()},
@@ -89,6 +90,22 @@ void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
   m["seed"] = c.seed;
 }
 
+// Where the samples came from and how they are stored.
+nlohmann::json data_json(const data::DataInfo& d) {
+  nlohmann::json arrays = nlohmann::json::array();
+  for (const data::ArrayFacts& a : d.arrays)
+    arrays.push_back({{"name", a.name},
+                      {"file", a.where},
+                      {"dtype", data::to_string(a.dtype)},
+                      {"shape", a.shape},
+                      {"mapped", a.mapped}});
+  return {{"path", d.path},
+          {"layout", data::to_string(d.layout)},
+          {"sample_shape", d.sample_shape},
+          {"classes", d.num_classes},
+          {"arrays", arrays}};
+}
+
 }  // namespace
 
 nlohmann::json make_manifest(const RunFacts& f) {
@@ -96,6 +113,7 @@ nlohmann::json make_manifest(const RunFacts& f) {
   nlohmann::json m;
   m["config"] = c.to_json();
   m["world_size"] = f.world;
+  m["data"] = data_json(f.data);
   m["local_batches"] = f.local_batches;
   m["reduction"] = reduction_json(f);
   m["batch_norm"] = {{"present", f.has_batch_norm}, {"statistics", bn_statistics(f)}};
@@ -139,8 +157,10 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
           c.model, f.world, f.blas_threads, f.cores, f.ranks_per_node),
       "  " + blas::core_report(),
       "  " + blas::kernels_report(),
-      fmt::format("  data {}: {} train / {} test samples", f.data_dir, f.train_samples,
-                  f.test_samples),
+      fmt::format("  data {} ({}): {} train / {} test samples of shape {}, {} classes{}",
+                  f.data.path, to_string(f.data.layout), f.train_samples, f.test_samples,
+                  to_string(f.data.sample_shape), f.data.num_classes,
+                  !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""),
       fmt::format("  global batch {} = local batches {}", f.global_batch,
                   fmt::join(f.local_batches, "+")),
       fmt::format("  reduction {}", describe(f.reduction))};

@@ -17,6 +17,7 @@
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/data/dataset.hpp"
 #include "ringtrain/framework/data/sampler.hpp"
+#include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
 #include "ringtrain/framework/train/checkpointer.hpp"
@@ -44,8 +45,9 @@ namespace coll = collectives;
 constexpr double kWatchdogFloorS = 60.0;
 
 // Runs `load` on every rank; if it failed anywhere, every rank throws the same kind of
-// error, so no rank is left waiting in a collective for one that gave up. Collective.
-template <typename Load>
+// error (`Failure`), so no rank is left waiting in a collective for one that gave up.
+// Collective.
+template <typename Failure = AgreedError, typename Load>
 auto load_agreed(const coll::Communicator& comm, Load&& load) -> decltype(load()) {
   std::string message;
   decltype(load()) value{};
@@ -57,8 +59,8 @@ auto load_agreed(const coll::Communicator& comm, Load&& load) -> decltype(load()
   double failed[2] = {message.empty() ? 0.0 : 1.0, message.empty() || comm.rank() != 0 ? 0.0 : 1.0};
   coll::allreduce_sum(comm, std::span<double>(failed));
   if (failed[0] > 0.0) {
-    if (!message.empty()) throw AgreedError(message);
-    throw AgreedError("loading failed on another rank (see its message)");
+    if (!message.empty()) throw Failure(message);
+    throw Failure("loading failed on another rank (see its message)");
   }
   return value;
 }
@@ -104,13 +106,13 @@ ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
 class TrainingRun {
  public:
   TrainingRun(const TrainConfig& config, Sequential& model, const Shape& input_shape,
-              const coll::Communicator& comm, Watchdog::Action on_stuck,
+              data::DataSplits data, const coll::Communicator& comm, Watchdog::Action on_stuck,
               const FaultInjector& faults);
   TrainResults train();
 
  private:
   void say(const std::string& line) const;
-  void load_data();
+  void take_data(data::DataSplits data);
   void plan_batches_and_steps();
   void prepare_model(const Shape& input_shape);
   void build_step();
@@ -157,8 +159,8 @@ class TrainingRun {
 };
 
 TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Shape& input_shape,
-                         const coll::Communicator& comm, Watchdog::Action on_stuck,
-                         const FaultInjector& faults)
+                         data::DataSplits data, const coll::Communicator& comm,
+                         Watchdog::Action on_stuck, const FaultInjector& faults)
     : config_(config),
       model_(model),
       comm_(comm),
@@ -180,7 +182,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
                             : std::max(1, facts_.cores / std::max(1, facts_.ranks_per_node));
   blas::set_threads(facts_.blas_threads);
   blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
-  load_data();
+  take_data(std::move(data));
   plan_batches_and_steps();
   prepare_model(input_shape);
   build_step();
@@ -196,11 +198,10 @@ void TrainingRun::say(const std::string& line) const {
   if (leader_ && !config_.quiet) std::printf("%s\n", line.c_str());
 }
 
-void TrainingRun::load_data() {
-  facts_.data_dir = config_.data_dir.empty() ? data::default_data_dir().string() : config_.data_dir;
-  const std::string& dir = facts_.data_dir;
-  train_ = load_agreed(comm_, [&] { return data::load_fashion_mnist(dir, data::Split::kTrain); });
-  test_ = load_agreed(comm_, [&] { return data::load_fashion_mnist(dir, data::Split::kTest); });
+void TrainingRun::take_data(data::DataSplits data) {
+  train_ = std::move(data.train);
+  test_ = std::move(data.test);
+  facts_.data = std::move(data.info);
   facts_.train_samples = train_.size();
   facts_.test_samples = test_.size();
 }
@@ -228,7 +229,17 @@ void TrainingRun::plan_batches_and_steps() {
 void TrainingRun::prepare_model(const Shape& input_shape) {
   const std::size_t max_local =
       *std::max_element(facts_.local_batches.begin(), facts_.local_batches.end());
+  const data::DataInfo& data = facts_.data;
+  if (input_shape != data.sample_shape)
+    throw UsageError(fmt::format("model {} takes samples of shape {}, but {} holds samples of "
+                                 "shape {}",
+                                 config_.model, to_string(input_shape), data.path,
+                                 to_string(data.sample_shape)));
   model_.plan(input_shape, std::max<std::size_t>({max_local, kEvalChunk, 1}));
+  if (num_elements(model_.output_shape()) != data.num_classes)
+    throw UsageError(fmt::format("model {} has {} outputs, but {} holds {} classes", config_.model,
+                                 num_elements(model_.output_shape()), data.path,
+                                 data.num_classes));
   model_.initialize(config_.seed);
   if (comm_.size() > 1) coll::broadcast(comm_, model_.parameters().values(), 0);
   facts_.has_batch_norm = model_.has_batch_norm();
@@ -503,16 +514,34 @@ Trainer::Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Sh
   if (!model_) throw Error("Trainer needs a model");
 }
 
+Trainer::Trainer(TrainConfig config, ModelFactory make_model, const coll::Communicator& comm)
+    : config_(std::move(config)),
+      make_model_(std::move(make_model)),
+      comm_(comm),
+      faults_(std::make_unique<FaultInjector>()) {
+  config_.validate(comm_.size());
+  if (!make_model_) throw Error("Trainer needs a model factory");
+}
+
 Trainer::~Trainer() = default;
 
 const Sequential& Trainer::model() const {
+  if (!model_) throw Error("Trainer::model() before run()");
   return *model_;
 }
 
 TrainResults Trainer::run() {
   Watchdog::Action on_stuck =
       watchdog_action_ ? watchdog_action_ : Watchdog::Action(default_watchdog_action);
-  TrainingRun run(config_, *model_, input_shape_, comm_, std::move(on_stuck), *faults_);
+  // A defect of the user's data is bad input: every rank agrees, exit 2, nothing written.
+  data::DataSplits data =
+      load_agreed<UsageError>(comm_, [&] { return data::load_data(config_.data_dir); });
+  if (make_model_) {
+    model_ = make_model_(data.info.sample_shape, data.info.num_classes);
+    input_shape_ = data.info.sample_shape;
+  }
+  TrainingRun run(config_, *model_, input_shape_, std::move(data), comm_, std::move(on_stuck),
+                  *faults_);
   return run.train();
 }
 

@@ -5,7 +5,10 @@
 //            flatten, fc 3136→1024, ReLU, fc 1024→10
 //   cnn-bn   cnn with BatchNorm after each convolution
 //
-// Every model takes Fashion-MNIST images, (1, 28, 28) per sample, and returns 10 logits.
+// By default every model takes Fashion-MNIST images, (1, 28, 28) per sample, and returns 10
+// logits; ModelOptions::input and ::classes fit it to another dataset (--data): mlp takes any
+// sample shape (its first layer takes all the sample's elements), cnn and cnn-bn take (C, H, W)
+// with H, W >= 4 (their first linear layer takes 64 x floor(H/4) x floor(W/4)).
 #pragma once
 
 #include <memory>
@@ -23,16 +26,22 @@ struct ModelOptions {
   float dropout = 0.0f;                                // 0: no Dropout layers
   // The cnn's 5x5 convolutions: kAuto lets Conv2d choose (Winograd from 8 channels).
   Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;
+  Shape input = {1, 28, 28};  // per-sample input shape
+  std::size_t classes = 10;   // logits
 };
 
 // Names accepted by make_model, in a stable order (for help texts and errors).
 const std::vector<std::string>& model_names();
 
-// A new, unplanned model. Throws UsageError naming the known models for an unknown name.
+// A new, unplanned model. Throws UsageError naming the known models for an unknown name, and
+// when the model cannot take options.input (cnn on samples that are not (C, H, W) of H, W >= 4).
 std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options = {});
 
-// The model a training configuration names (--model, --mlp-hidden, --dropout).
+// The model a training configuration names (--model, --mlp-hidden, --dropout), for
+// Fashion-MNIST, or for samples of `input` shape and `classes` classes.
 std::unique_ptr<Sequential> make_model(const TrainConfig& config);
+std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& input,
+                                       std::size_t classes);
 
 // Per-sample input shape of every model here: (1, 28, 28).
 Shape input_shape();

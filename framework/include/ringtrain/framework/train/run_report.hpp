@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ringtrain/collectives/buckets.hpp"
+#include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/gradient_reducer.hpp"
@@ -25,7 +26,7 @@ struct RunFacts {
   int ranks_per_node = 1;
   int cores = 1;
   int blas_threads = 1;
-  std::string data_dir;
+  data::DataInfo data;  // --data: path, layout, shapes, dtypes, classes
   std::size_t train_samples = 0, test_samples = 0;
   std::size_t global_batch = 0;
   std::vector<std::size_t> local_batches;

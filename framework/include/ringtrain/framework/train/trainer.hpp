@@ -40,14 +40,22 @@ struct TrainResults {
 
 class Trainer {
  public:
+  // Builds an unplanned model for the data's per-sample shape and class count.
+  using ModelFactory =
+      std::function<std::unique_ptr<Sequential>(const Shape& sample_shape, std::size_t classes)>;
+
   // `model` is unplanned (the trainer plans it for its batches): framework/ cannot name
-  // models/, so the caller (the CLI, a test, a course's program) builds it.
-  // Validates the configuration (UsageError on bad values, on every rank alike).
+  // models/, so the caller (the CLI, a test, a course's program) builds it. run() throws
+  // UsageError when the data's samples are not `input_shape` or its classes not the model's
+  // outputs. Validates the configuration (UsageError on bad values, on every rank alike).
   Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,
           const collectives::Communicator& comm);
+  // The model is built by `make_model` once run() has loaded the data (--data PATH).
+  Trainer(TrainConfig config, ModelFactory make_model, const collectives::Communicator& comm);
   ~Trainer();
 
-  // Loads the data, builds the model and trains. Collective over the communicator.
+  // Loads the data, builds the model and trains. Collective over the communicator. A defect
+  // of the data (data/user_data.hpp) throws UsageError naming the file, on every rank.
   TrainResults run();
 
   // What the hang watchdog does when a rank is stuck (default: print and abort the process).
@@ -57,11 +65,12 @@ class Trainer {
   // Faults injected at the run's named points (tests only; default: none).
   void set_fault_injector(std::unique_ptr<FaultInjector> faults) { faults_ = std::move(faults); }
 
-  // The model after run() (tests compare parameters).
+  // The model after run() (tests compare parameters); with a ModelFactory, only after run().
   const Sequential& model() const;
 
  private:
   TrainConfig config_;
+  ModelFactory make_model_;  // empty when the caller gave the model
   std::unique_ptr<Sequential> model_;
   Shape input_shape_;
   const collectives::Communicator& comm_;
