@@ -1,0 +1,334 @@
+// User datasets (--data): the same data as IDX, .npy and HDF5 (contiguous and mapped,
+// chunked and read) load to bitwise the same samples and labels; float32 data are used as
+// they are; every defect of a user's file is refused with the file (and dataset) named.
+#include "ringtrain/framework/data/user_data.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "ringtrain/framework/data/npy.hpp"
+#include "user_data_files.hpp"
+
+using Catch::Matchers::Contains;
+using ringtrain::data::DataLayout;
+using ringtrain::data::Dataset;
+using ringtrain::data::DataSplits;
+using ringtrain::data::load_data;
+using namespace ringtrain::test;
+
+namespace {
+
+// Every sample of `d` through gather_batch (the path a training step takes) and its labels.
+std::pair<std::vector<float>, std::vector<std::int32_t>> all_samples(const Dataset& d) {
+  std::vector<std::uint64_t> indices(d.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  std::vector<float> x(d.size() * d.sample_elements());
+  std::vector<std::int32_t> y(d.size());
+  ringtrain::data::gather_batch(d, indices, x, y);
+  return {x, y};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void require_same(const DataSplits& a, const DataSplits& b) {
+  REQUIRE(a.info.sample_shape == b.info.sample_shape);
+  REQUIRE(a.info.num_classes == b.info.num_classes);
+  for (bool train : {true, false}) {
+    const auto [ax, ay] = all_samples(train ? a.train : a.test);
+    const auto [bx, by] = all_samples(train ? b.train : b.test);
+    REQUIRE(!ax.empty());
+    CHECK(same_bits(ax, bx));
+    CHECK(ay == by);
+  }
+}
+
+// Features that differ by sample and position, some negative, none integral.
+std::vector<float> features(std::size_t n, std::size_t f) {
+  std::vector<float> v(n * f);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(float(i) * 0.37f) * 3.5f;
+  return v;
+}
+
+// A .npy folder of float32 features (n, 5) and int32 labels < 4, with `edit` applied to the
+// files' bytes before they are written (name, bytes).
+template <typename Edit>
+std::filesystem::path float_npy_dir(const TempDir& tmp, Edit&& edit) {
+  const auto dir = tmp / "npy";
+  std::filesystem::create_directories(dir);
+  for (const char* split : {"train", "test"}) {
+    const std::uint64_t n = std::string(split) == "train" ? 6 : 4;
+    std::vector<std::int32_t> y(n);
+    for (std::size_t i = 0; i < n; ++i) y[i] = std::int32_t(i % 4);
+    Bytes x_file = npy_bytes("<f4", {n, 5}, le_bytes(features(n, 5)));
+    Bytes y_file = npy_bytes("<i4", {n}, le_bytes(y));
+    edit(std::string(split) + "_x.npy", x_file);
+    edit(std::string(split) + "_y.npy", y_file);
+    write_plain(dir / (std::string(split) + "_x.npy"), x_file);
+    write_plain(dir / (std::string(split) + "_y.npy"), y_file);
+  }
+  return dir;
+}
+
+std::filesystem::path float_npy_dir(const TempDir& tmp) {
+  return float_npy_dir(tmp, [](const std::string&, Bytes&) {});
+}
+
+}  // namespace
+
+TEST_CASE("the same data as IDX, .npy and HDF5 give bitwise the same samples and labels",
+          "[data][user]") {
+  TempDir tmp;
+  const SmallData data;
+  data.write_idx_dir(tmp / "idx");
+  data.write_npy_dir(tmp / "npy");
+  write_h5(tmp / "contiguous.h5", data.h5_arrays(false));
+  write_h5(tmp / "chunked.h5", data.h5_arrays(true));
+
+  const DataSplits idx = load_data(tmp / "idx");
+  CHECK(idx.info.layout == DataLayout::kIdx);
+  CHECK(idx.info.sample_shape == ringtrain::Shape{1, 28, 28});
+  CHECK(idx.info.num_classes == 10);
+  REQUIRE(idx.train.size() == data.n_train);
+  REQUIRE(idx.test.size() == data.n_test);
+
+  const DataSplits npy = load_data(tmp / "npy");
+  CHECK(npy.info.layout == DataLayout::kNpy);
+  CHECK(npy.train.mapped.file != nullptr);  // .npy data are mapped after the header
+  CHECK(npy.info.arrays[0].mapped);
+  require_same(idx, npy);
+
+  const DataSplits contiguous = load_data(tmp / "contiguous.h5");
+  CHECK(contiguous.info.layout == DataLayout::kHdf5);
+  CHECK(contiguous.train.mapped.file != nullptr);  // mapped where H5Dget_offset says
+  require_same(idx, contiguous);
+
+  const DataSplits chunked = load_data(tmp / "chunked.h5");
+  CHECK(chunked.train.mapped.file == nullptr);  // compressed: read into memory
+  CHECK_FALSE(chunked.info.arrays[0].mapped);
+  require_same(idx, chunked);
+
+  // Mapped and in-memory reading of the same file agree.
+  const DataSplits npy_in_memory = load_data(tmp / "npy", {.map = false});
+  CHECK(npy_in_memory.train.mapped.file == nullptr);
+  require_same(npy, npy_in_memory);
+}
+
+TEST_CASE("float32 samples are used as they are, in any sample shape", "[data][user]") {
+  TempDir tmp;
+  const DataSplits npy = load_data(float_npy_dir(tmp));
+  CHECK(npy.info.sample_shape == ringtrain::Shape{5});
+  CHECK(npy.info.num_classes == 4);
+  CHECK(same_bits(all_samples(npy.train).first, features(6, 5)));
+  CHECK(same_bits(all_samples(npy.test).first, features(4, 5)));
+
+  // As HDF5 with (n, 1, 5) samples, a classes attribute that says more, chunked test split.
+  std::vector<std::int32_t> y_train = {0, 1, 2, 3, 0, 1}, y_test = {3, 2, 1, 0};
+  write_h5(tmp / "f.h5",
+           {{"/train/x", H5T_IEEE_F32LE, {6, 1, 5}, le_bytes(features(6, 5))},
+            {"/train/y", H5T_STD_I32LE, {6}, le_bytes(y_train)},
+            {"/test/x", H5T_IEEE_F32LE, {4, 1, 5}, le_bytes(features(4, 5)), true},
+            {"/test/y", H5T_STD_I32LE, {4}, le_bytes(y_test), true}},
+           7);
+  const DataSplits h5 = load_data(tmp / "f.h5");
+  CHECK(h5.info.sample_shape == ringtrain::Shape{1, 5});
+  CHECK(h5.info.num_classes == 7);
+  CHECK(same_bits(all_samples(h5.train).first, features(6, 5)));
+  CHECK(same_bits(all_samples(h5.test).first, features(4, 5)));
+  CHECK(all_samples(h5.test).second == y_test);
+}
+
+TEST_CASE(".npy headers: the variants NumPy writes parse, the rest is refused", "[data][user]") {
+  const std::filesystem::path file = "h.npy";
+  const auto parse = [&](const Bytes& b) { return ringtrain::data::parse_npy_header(b, file); };
+  const auto header = parse(npy_bytes("<i8", {3}, {}));
+  CHECK(header.dtype == ringtrain::data::DType::kInt64);
+  CHECK(header.shape == std::vector<std::uint64_t>{3});
+  CHECK(header.data_offset == npy_bytes("<i8", {3}, {}).size());
+  CHECK(header.data_offset % 64 == 0);
+  const Bytes v2 = npy_bytes("<f4", {2, 3}, {}, {.major = 2});
+  CHECK(parse(v2).data_offset == v2.size());
+  // keys in another order, double quotes, no trailing comma, a scalar shape
+  CHECK(parse(npy_header("{\"shape\": (4, 2), \"fortran_order\": False, \"descr\": \"|u1\"}", 1))
+            .shape == std::vector<std::uint64_t>{4, 2});
+  CHECK(parse(npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': ()}", 1))
+            .shape.empty());
+
+  const std::vector<std::pair<Bytes, const char*>> bad = {
+      {Bytes{'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0, 0}, "not a .npy file"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", 3), "version 3.0"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False}", 1), "lacks"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", 1),
+       "unknown or repeated"},
+      {npy_header("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", 1),
+       "unknown or repeated"},
+      {npy_header("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,)}", 1), "True or False"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", 1), "dimension"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", 1),
+       "larger than 2^63"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1)}", 1),
+       "more than 8 dimensions"},
+      {npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", 1), "followed only"},
+      {npy_header("{'descr': '<f\\4', 'fortran_order': False, 'shape': (1,)}", 1), "escapes"},
+      {npy_bytes("<f8", {1}, {}), "unsupported dtype"},
+      {npy_bytes(">f4", {1}, {}), "big-endian"},
+      {npy_bytes("<f4", {1}, {}, {.fortran = true}), "Fortran order"},
+  };
+  for (const auto& [bytes, text] : bad) {
+    INFO(text);
+    CHECK_THAT(data_error_message([&] { parse(bytes); }), Contains("h.npy") && Contains(text));
+  }
+  // A header length beyond the bytes held, and beyond the bound.
+  Bytes cut = npy_bytes("<f4", {1}, {});
+  cut.resize(40);
+  CHECK_THAT(data_error_message([&] { parse(cut); }), Contains("truncated"));
+  Bytes huge = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xff, 0xff, 0xff, 0x7f};
+  CHECK_THAT(data_error_message([&] { parse(huge); }), Contains("longer than"));
+  for (std::size_t n = 0; n < cut.size(); ++n)  // every prefix is refused, none crashes
+    CHECK_THROWS_AS(parse(Bytes(cut.begin(), cut.begin() + long(n))), ringtrain::DataError);
+}
+
+TEST_CASE("defects of a .npy dataset are refused, naming the file", "[data][user]") {
+  struct Case {
+    const char* file;  // the file `edit` changes, and the message names
+    const char* text;
+    std::function<void(Bytes&)> edit;
+  };
+  const auto replace_header = [](const std::string& dict) {
+    return [dict](Bytes& b) {
+      const Bytes body(b.begin() + long(npy_data_offset(b)), b.end());
+      b = npy_header(dict, 1);
+      b.insert(b.end(), body.begin(), body.end());
+    };
+  };
+  const auto set_float = [](std::size_t index, float v) {
+    return [index, v](Bytes& b) { std::memcpy(b.data() + npy_data_offset(b) + 4 * index, &v, 4); };
+  };
+  const std::vector<Case> cases = {
+      {"train_y.npy", "lengths differ", [](Bytes& b) {
+         b = npy_bytes("<i4", {5}, Bytes(b.begin() + long(npy_data_offset(b)), b.end() - 4));
+       }},
+      {"test_y.npy", "label -1 at index 2",
+       [](Bytes& b) { std::memset(b.data() + npy_data_offset(b) + 8, 0xff, 4); }},
+      {"train_x.npy", "nan at sample 1, element 2",
+       set_float(7, std::numeric_limits<float>::quiet_NaN())},
+      {"test_x.npy", "inf at sample 3, element 4",
+       set_float(19, std::numeric_limits<float>::infinity())},
+      {"train_x.npy", "unsupported dtype", replace_header(
+           "{'descr': '<i2', 'fortran_order': False, 'shape': (6, 10), }")},
+      {"train_x.npy", "samples (x) of dtype int32", replace_header(
+           "{'descr': '<i4', 'fortran_order': False, 'shape': (6, 5), }")},
+      {"train_x.npy", "big-endian", replace_header(
+           "{'descr': '>f4', 'fortran_order': False, 'shape': (6, 5), }")},
+      {"test_x.npy", "truncated .npy data", [](Bytes& b) { b.pop_back(); }},
+      {"test_x.npy", "trailing byte", [](Bytes& b) { b.push_back(0); }},
+      {"test_x.npy", "truncated .npy data", replace_header(
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000, 1000000000), }")},
+      {"test_x.npy", "larger than", replace_header(
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }")},
+      {"train_x.npy", "Fortran order", replace_header(
+           "{'descr': '<f4', 'fortran_order': True, 'shape': (6, 5), }")},
+      {"train_x.npy", "wrong rank", replace_header(
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (30,), }")},
+      {"train_y.npy", "wrong rank", replace_header(
+           "{'descr': '<i4', 'fortran_order': False, 'shape': (6, 1), }")},
+      {"test_y.npy", "float targets (regression) are not supported yet", replace_header(
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }")},
+      {"test_x.npy", "differ from the train samples", replace_header(
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 5, 1), }")},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file << ": " << c.text);
+    TempDir tmp;
+    const auto dir = float_npy_dir(tmp, [&](const std::string& name, Bytes& b) {
+      if (name == c.file) c.edit(b);
+    });
+    const std::string message = data_error_message([&] { load_data(dir); });
+    CHECK_THAT(message, Contains((dir / c.file).string() + ":") && Contains(c.text));
+  }
+  TempDir tmp;
+  const auto dir = float_npy_dir(tmp);
+  std::filesystem::remove(dir / "test_y.npy");
+  CHECK_THAT(data_error_message([&] { load_data(dir); }),
+             Contains((dir / "test_y.npy").string()) && Contains("not found"));
+}
+
+TEST_CASE("defects of an HDF5 dataset are refused, naming the file and dataset", "[data][user]") {
+  const SmallData data;
+  struct Case {
+    const char* text;
+    std::function<void(std::vector<H5Array>&)> edit;
+    std::optional<std::int64_t> classes;
+  };
+  const std::vector<Case> cases = {
+      {"/train/y: 12 labels but", [](auto& a) { a[1].shape = {12}; a[1].body.pop_back(); }, {}},
+      {"/train/y: label 5 at index 5 is out of range: expected 0..4", [](auto&) {}, 5},
+      {"/test/x: unsupported dtype (float of 8 bytes)",
+       [](auto& a) { a[2] = {"/test/x", H5T_IEEE_F64LE, {7, 4}, Bytes(7 * 4 * 8)}; }, {}},
+      {"/test/x: big-endian",
+       [](auto& a) { a[2] = {"/test/x", H5T_IEEE_F32BE, {7, 4}, Bytes(7 * 4 * 4)}; }, {}},
+      {"/train/y: labels (y) of shape (13, 1) have the wrong rank",
+       [](auto& a) { a[1].shape = {13, 1}; }, {}},
+      {"/test/y: missing", [](auto& a) { a.pop_back(); }, {}},
+      {"attribute classes: 100000 classes is more than", [](auto&) {}, 100000},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    TempDir tmp;
+    std::vector<H5Array> arrays = data.h5_arrays(false);
+    c.edit(arrays);
+    write_h5(tmp / "d.h5", arrays, c.classes);
+    CHECK_THAT(data_error_message([&] { load_data(tmp / "d.h5"); }),
+               Contains((tmp / "d.h5").string()) && Contains(c.text));
+  }
+}
+
+TEST_CASE("HDF5 files that are truncated, not HDF5, or link elsewhere are refused",
+          "[data][user]") {
+  const SmallData data;
+  TempDir tmp;
+  const auto file = tmp / "d.h5";
+  write_h5(file, data.h5_arrays(false));
+  const auto size = std::filesystem::file_size(file);
+  std::filesystem::resize_file(file, size - 100);  // the last dataset's bytes run past the end
+  CHECK_THAT(data_error_message([&] { load_data(file); }),
+             Contains(file.string()) && Contains("truncated"));
+
+  // The same cut with the superblock's end-of-file address moved to match, so HDF5 opens the
+  // file: our own check finds the data of /test/y running past the end.
+  write_h5(file, data.h5_arrays(false));
+  const hid_t written = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t test_y = H5Dopen2(written, "/test/y", H5P_DEFAULT);
+  const std::uint64_t test_y_end = H5Dget_offset(test_y) + 8 * data.n_test;
+  H5Dclose(test_y);
+  H5Fclose(written);
+  REQUIRE(test_y_end == std::filesystem::file_size(file));  // its bytes end the file
+  const std::uint64_t cut_size = test_y_end - 8;
+  std::filesystem::resize_file(file, cut_size);
+  Bytes bytes = read_all(file);
+  REQUIRE(bytes.at(8) == 0);  // superblock version 0: end-of-file address at byte 40
+  std::memcpy(bytes.data() + 40, &cut_size, 8);
+  write_plain(file, bytes);
+  CHECK_THAT(data_error_message([&] { load_data(file); }),
+             Contains(file.string() + " /test/y") && Contains("past the end of the file"));
+
+  write_plain(file, Bytes{'n', 'o', 't', ' ', 'h', 'd', 'f', '5', '!'});
+  CHECK_THAT(data_error_message([&] { load_data(file); }),
+             Contains(file.string()) && Contains("not an HDF5 file"));
+
+  // /test/y as a soft link to /train/y: refused, though it would resolve.
+  std::vector<H5Array> three = data.h5_arrays(false);
+  three.pop_back();
+  write_h5(file, three);
+  const hid_t h5 = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(h5 >= 0);
+  REQUIRE(H5Lcreate_soft("/train/y", h5, "/test/y", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+  H5Fclose(h5);
+  CHECK_THAT(data_error_message([&] { load_data(file); }),
+             Contains(file.string() + " /test/y") && Contains("soft or external link"));
+}
