@@ -55,7 +55,8 @@ void add_option(CLI::App& train, const TrainOption& option,
 
 void add_train(CLI::App& app, Runner& run) {
   auto config = std::make_shared<TrainConfig>();
-  CLI::App* train = app.add_subcommand("train", "train a model on Fashion-MNIST or your own data (--data)");
+  CLI::App* train =
+      app.add_subcommand("train", "train a model on Fashion-MNIST or your own data (--data)");
   // Read by config_file.cpp before parsing; declared here for --help.
   train->add_option("--config", "TOML file whose keys are these flags' names (flags win)");
   // The last value of an option wins, so command-line flags override the --config file's.

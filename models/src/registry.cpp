@@ -83,8 +83,12 @@ std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& i
   return make_model(config.model, options);
 }
 
-Shape input_shape() { return ModelOptions{}.input; }
+Shape input_shape() {
+  return ModelOptions{}.input;
+}
 
-bool has_batch_norm(const std::string& name) { return name == "cnn-bn"; }
+bool has_batch_norm(const std::string& name) {
+  return name == "cnn-bn";
+}
 
 }  // namespace ringtrain::models

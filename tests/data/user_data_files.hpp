@@ -27,8 +27,7 @@ struct NpyOptions {
 
 inline std::string npy_shape_text(const std::vector<std::uint64_t>& shape) {
   std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 
@@ -52,8 +51,8 @@ inline std::size_t npy_data_offset(const Bytes& file) {
 
 inline Bytes npy_bytes(const std::string& descr, const std::vector<std::uint64_t>& shape,
                        const Bytes& body, NpyOptions options = {}) {
-  const std::string dict = "{'descr': '" + descr + "', 'fortran_order': " +
-                           (options.fortran ? "True" : "False") +
+  const std::string dict = "{'descr': '" + descr +
+                           "', 'fortran_order': " + (options.fortran ? "True" : "False") +
                            ", 'shape': " + npy_shape_text(shape) + ", }";
   Bytes out = npy_header(dict, options.major);
   out.insert(out.end(), body.begin(), body.end());

@@ -156,8 +156,8 @@ TEST_CASE(".npy headers: the variants NumPy writes parse, the rest is refused", 
   // keys in another order, double quotes, no trailing comma, a scalar shape
   CHECK(parse(npy_header("{\"shape\": (4, 2), \"fortran_order\": False, \"descr\": \"|u1\"}", 1))
             .shape == std::vector<std::uint64_t>{4, 2});
-  CHECK(parse(npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': ()}", 1))
-            .shape.empty());
+  CHECK(
+      parse(npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': ()}", 1)).shape.empty());
 
   const std::vector<std::pair<Bytes, const char*>> bad = {
       {Bytes{'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0, 0}, "not a .npy file"},
@@ -210,7 +210,8 @@ TEST_CASE("defects of a .npy dataset are refused, naming the file", "[data][user
     return [index, v](Bytes& b) { std::memcpy(b.data() + npy_data_offset(b) + 4 * index, &v, 4); };
   };
   const std::vector<Case> cases = {
-      {"train_y.npy", "lengths differ", [](Bytes& b) {
+      {"train_y.npy", "lengths differ",
+       [](Bytes& b) {
          b = npy_bytes("<i4", {5}, Bytes(b.begin() + long(npy_data_offset(b)), b.end() - 4));
        }},
       {"test_y.npy", "label -1 at index 2",
@@ -219,28 +220,30 @@ TEST_CASE("defects of a .npy dataset are refused, naming the file", "[data][user
        set_float(7, std::numeric_limits<float>::quiet_NaN())},
       {"test_x.npy", "inf at sample 3, element 4",
        set_float(19, std::numeric_limits<float>::infinity())},
-      {"train_x.npy", "unsupported dtype", replace_header(
-           "{'descr': '<i2', 'fortran_order': False, 'shape': (6, 10), }")},
-      {"train_x.npy", "samples (x) of dtype int32", replace_header(
-           "{'descr': '<i4', 'fortran_order': False, 'shape': (6, 5), }")},
-      {"train_x.npy", "big-endian", replace_header(
-           "{'descr': '>f4', 'fortran_order': False, 'shape': (6, 5), }")},
+      {"train_x.npy", "unsupported dtype",
+       replace_header("{'descr': '<i2', 'fortran_order': False, 'shape': (6, 10), }")},
+      {"train_x.npy", "samples (x) of dtype int32",
+       replace_header("{'descr': '<i4', 'fortran_order': False, 'shape': (6, 5), }")},
+      {"train_x.npy", "big-endian",
+       replace_header("{'descr': '>f4', 'fortran_order': False, 'shape': (6, 5), }")},
       {"test_x.npy", "truncated .npy data", [](Bytes& b) { b.pop_back(); }},
       {"test_x.npy", "trailing byte", [](Bytes& b) { b.push_back(0); }},
-      {"test_x.npy", "truncated .npy data", replace_header(
+      {"test_x.npy", "truncated .npy data",
+       replace_header(
            "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000, 1000000000), }")},
-      {"test_x.npy", "larger than", replace_header(
+      {"test_x.npy", "larger than",
+       replace_header(
            "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }")},
-      {"train_x.npy", "Fortran order", replace_header(
-           "{'descr': '<f4', 'fortran_order': True, 'shape': (6, 5), }")},
-      {"train_x.npy", "wrong rank", replace_header(
-           "{'descr': '<f4', 'fortran_order': False, 'shape': (30,), }")},
-      {"train_y.npy", "wrong rank", replace_header(
-           "{'descr': '<i4', 'fortran_order': False, 'shape': (6, 1), }")},
-      {"test_y.npy", "float targets (regression) are not supported yet", replace_header(
-           "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }")},
-      {"test_x.npy", "differ from the train samples", replace_header(
-           "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 5, 1), }")},
+      {"train_x.npy", "Fortran order",
+       replace_header("{'descr': '<f4', 'fortran_order': True, 'shape': (6, 5), }")},
+      {"train_x.npy", "wrong rank",
+       replace_header("{'descr': '<f4', 'fortran_order': False, 'shape': (30,), }")},
+      {"train_y.npy", "wrong rank",
+       replace_header("{'descr': '<i4', 'fortran_order': False, 'shape': (6, 1), }")},
+      {"test_y.npy", "float targets (regression) are not supported yet",
+       replace_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }")},
+      {"test_x.npy", "differ from the train samples",
+       replace_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 5, 1), }")},
   };
   for (const Case& c : cases) {
     INFO(c.file << ": " << c.text);
@@ -266,14 +269,28 @@ TEST_CASE("defects of an HDF5 dataset are refused, naming the file and dataset",
     std::optional<std::int64_t> classes;
   };
   const std::vector<Case> cases = {
-      {"/train/y: 12 labels but", [](auto& a) { a[1].shape = {12}; a[1].body.pop_back(); }, {}},
+      {"/train/y: 12 labels but",
+       [](auto& a) {
+         a[1].shape = {12};
+         a[1].body.pop_back();
+       },
+       {}},
       {"/train/y: label 5 at index 5 is out of range: expected 0..4", [](auto&) {}, 5},
       {"/test/x: unsupported dtype (float of 8 bytes)",
-       [](auto& a) { a[2] = {"/test/x", H5T_IEEE_F64LE, {7, 4}, Bytes(7 * 4 * 8)}; }, {}},
+       [](auto& a) {
+         a[2] = {"/test/x", H5T_IEEE_F64LE, {7, 4}, Bytes(7 * 4 * 8)};
+       },
+       {}},
       {"/test/x: big-endian",
-       [](auto& a) { a[2] = {"/test/x", H5T_IEEE_F32BE, {7, 4}, Bytes(7 * 4 * 4)}; }, {}},
+       [](auto& a) {
+         a[2] = {"/test/x", H5T_IEEE_F32BE, {7, 4}, Bytes(7 * 4 * 4)};
+       },
+       {}},
       {"/train/y: labels (y) of shape (13, 1) have the wrong rank",
-       [](auto& a) { a[1].shape = {13, 1}; }, {}},
+       [](auto& a) {
+         a[1].shape = {13, 1};
+       },
+       {}},
       {"/test/y: missing", [](auto& a) { a.pop_back(); }, {}},
       {"attribute classes: 100000 classes is more than", [](auto&) {}, 100000},
   };

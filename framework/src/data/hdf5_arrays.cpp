@@ -85,8 +85,9 @@ DType dtype_of(hid_t type, const std::string& where) {
   const std::size_t size = H5Tget_size(type);
   const bool integer = type_class == H5T_INTEGER, floating = type_class == H5T_FLOAT;
   if ((integer || floating) && size > 1 && H5Tget_order(type) != H5T_ORDER_LE)
-    fail(where, "big-endian data are not supported; store the dataset little-endian ('<f4', "
-                "'<i8', ...)");
+    fail(where,
+         "big-endian data are not supported; store the dataset little-endian ('<f4', "
+         "'<i8', ...)");
   if (floating && size == 4) return DType::kFloat32;
   if (integer) {
     const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
@@ -96,7 +97,10 @@ DType dtype_of(hid_t type, const std::string& where) {
   }
   fail(where, fmt::format("unsupported dtype ({} of {} bytes): x must be float32 or uint8, y "
                           "int64, int32 or uint8",
-                          floating ? "float" : integer ? "integer" : "non-numeric type", size));
+                          floating  ? "float"
+                          : integer ? "integer"
+                                    : "non-numeric type",
+                          size));
 }
 
 std::vector<std::uint64_t> shape_of(hid_t dataset, const std::string& where) {
@@ -154,16 +158,17 @@ StoredArray read_one(hid_t file, const std::shared_ptr<const MappedFile>& mappin
   array.where = fmt::format("{} {}", path.string(), name);
   require_hard_links(file, name, array.where);
   const Handle dataset(H5Oopen(file, name.c_str(), H5P_DEFAULT), H5Oclose);
-  if (!dataset.ok() || H5Iget_type(dataset.get()) != H5I_DATASET) fail(array.where, "not a dataset");
+  if (!dataset.ok() || H5Iget_type(dataset.get()) != H5I_DATASET)
+    fail(array.where, "not a dataset");
   const Handle type(H5Dget_type(dataset.get()), H5Tclose);
   if (!type.ok()) fail(array.where, "cannot read the dataset's type");
   array.dtype = dtype_of(type.get(), array.where);
   array.shape = shape_of(dataset.get(), array.where);
   const std::uint64_t file_bytes = mapping->bytes().size();
   if (const auto offset = mappable_offset(file, dataset.get(), array.where)) {
-    const std::uint64_t need = checked_stored_bytes(
-        array.shape, item_bytes(array.dtype), file_bytes, array.where,
-        fmt::format("the file's {} bytes", file_bytes));
+    const std::uint64_t need =
+        checked_stored_bytes(array.shape, item_bytes(array.dtype), file_bytes, array.where,
+                             fmt::format("the file's {} bytes", file_bytes));
     if (H5Dget_storage_size(dataset.get()) != need)
       fail(array.where, fmt::format("stored size {} bytes differs from the {} bytes of its shape",
                                     H5Dget_storage_size(dataset.get()), need));
@@ -175,9 +180,9 @@ StoredArray read_one(hid_t file, const std::shared_ptr<const MappedFile>& mappin
     array.offset = static_cast<std::size_t>(*offset);
     return array;
   }
-  const std::uint64_t need = checked_stored_bytes(array.shape, item_bytes(array.dtype),
-                                                  memory_bytes(), array.where,
-                                                  "this machine's memory (it is read, not mapped)");
+  const std::uint64_t need =
+      checked_stored_bytes(array.shape, item_bytes(array.dtype), memory_bytes(), array.where,
+                           "this machine's memory (it is read, not mapped)");
   array.memory.resize(static_cast<std::size_t>(need));
   if (H5Dread(dataset.get(), native_type(array.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT,
               array.memory.data()) < 0)
@@ -214,13 +219,15 @@ bool is_hdf5_file(const fs::path& file) {
 Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>& names) {
   auto mapping = std::make_shared<const MappedFile>(file);
   if (!is_hdf5_file(file))
-    fail(file.string(), "not an HDF5 file (no HDF5 signature at its start); --data takes an "
-                        "HDF5 file, a folder of .npy files or a folder of IDX files");
+    fail(file.string(),
+         "not an HDF5 file (no HDF5 signature at its start); --data takes an "
+         "HDF5 file, a folder of .npy files or a folder of IDX files");
   const QuietHdf5 quiet;
   const Handle h5(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!h5.ok()) fail(file.string(), "HDF5 cannot open it (damaged or truncated)");
   Hdf5Arrays result;
-  for (const std::string& name : names) result.arrays.push_back(read_one(h5.get(), mapping, file, name));
+  for (const std::string& name : names)
+    result.arrays.push_back(read_one(h5.get(), mapping, file, name));
   result.classes = read_classes(h5.get(), file);
   return result;
 }

@@ -46,8 +46,9 @@ class DictParser {
         seen_descr = true;
       } else if (key == "fortran_order" && !seen_order) {
         if (read_bool())
-          fail(file_, "Fortran order (fortran_order: True) is not supported; save a C-ordered "
-                      "array (numpy.ascontiguousarray)");
+          fail(file_,
+               "Fortran order (fortran_order: True) is not supported; save a C-ordered "
+               "array (numpy.ascontiguousarray)");
         seen_order = true;
       } else if (key == "shape" && !seen_shape) {
         header.shape = read_shape();
@@ -58,8 +59,10 @@ class DictParser {
                                 key));
       }
       skip_spaces();
-      if (peek() == ',') ++at_;
-      else if (peek() != '}') fail(file_, fmt::format("header: expected ',' or '}}' at byte {}", at_));
+      if (peek() == ',')
+        ++at_;
+      else if (peek() != '}')
+        fail(file_, fmt::format("header: expected ',' or '}}' at byte {}", at_));
     }
     ++at_;  // '}'
     while (at_ < text_.size() && text_[at_] == ' ') ++at_;
@@ -132,8 +135,10 @@ class DictParser {
         fail(file_, fmt::format("shape has more than {} dimensions", kNpyMaxDims));
       shape.push_back(read_dim());
       skip_spaces();
-      if (peek() == ',') ++at_;
-      else if (peek() != ')') fail(file_, fmt::format("header: expected ',' or ')' at byte {}", at_));
+      if (peek() == ',')
+        ++at_;
+      else if (peek() != ')')
+        fail(file_, fmt::format("header: expected ',' or ')' at byte {}", at_));
     }
     ++at_;  // ')'
     return shape;
@@ -171,7 +176,8 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, const fs::path& 
     fail(file, "not a .npy file (it does not start with \\x93NUMPY)");
   const std::uint8_t major = bytes[6], minor = bytes[7];
   if ((major != 1 && major != 2) || minor != 0)
-    fail(file, fmt::format(".npy format version {}.{} is not supported (1.0 or 2.0)", major, minor));
+    fail(file,
+         fmt::format(".npy format version {}.{} is not supported (1.0 or 2.0)", major, minor));
   const std::size_t length_bytes = major == 1 ? 2 : 4;
   if (bytes.size() < 8 + length_bytes) fail(file, "truncated .npy header");
   const std::uint64_t dict_bytes = little_endian(bytes.subspan(8, length_bytes));
@@ -197,12 +203,12 @@ StoredArray read_npy(const fs::path& file) {
   array.dtype = header.dtype;
   array.shape = header.shape;
   const std::uint64_t held = bytes.size() - header.data_offset;
-  const std::uint64_t need =
-      checked_stored_bytes(header.shape, item_bytes(header.dtype), UINT64_MAX, array.where,
-                           "64 bits can count");
+  const std::uint64_t need = checked_stored_bytes(header.shape, item_bytes(header.dtype),
+                                                  UINT64_MAX, array.where, "64 bits can count");
   if (held < need)
-    fail(file, fmt::format("truncated .npy data: shape ({}) of {} needs {} bytes, the file holds {}",
-                           fmt::join(header.shape, ", "), to_string(header.dtype), need, held));
+    fail(file,
+         fmt::format("truncated .npy data: shape ({}) of {} needs {} bytes, the file holds {}",
+                     fmt::join(header.shape, ", "), to_string(header.dtype), need, held));
   if (held > need)
     fail(file, fmt::format("{} trailing byte(s) after the data that shape ({}) of {} announces",
                            held - need, fmt::join(header.shape, ", "), to_string(header.dtype)));

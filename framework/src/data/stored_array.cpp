@@ -41,7 +41,8 @@ std::size_t item_bytes(DType dtype) {
 
 MappedFile::MappedFile(const std::filesystem::path& file) : path_(file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  if (fd < 0)
+    throw DataError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -53,8 +54,8 @@ MappedFile::MappedFile(const std::filesystem::path& file) : path_(file) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      throw DataError(fmt::format("{}: cannot map {} bytes: {}", file.string(), size_,
-                                  std::strerror(err)));
+      throw DataError(
+          fmt::format("{}: cannot map {} bytes: {}", file.string(), size_, std::strerror(err)));
     }
     data_ = static_cast<const std::uint8_t*>(p);
   }

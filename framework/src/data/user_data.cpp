@@ -49,8 +49,9 @@ void check_x(const StoredArray& x) {
 // y: integer labels of rank 1, as many as x has samples.
 void check_y(const StoredArray& y, const StoredArray& x) {
   if (y.dtype == DType::kFloat32)
-    fail(y.where, "float targets (regression) are not supported yet; store integer class "
-                  "labels (int64, int32 or uint8)");
+    fail(y.where,
+         "float targets (regression) are not supported yet; store integer class "
+         "labels (int64, int32 or uint8)");
   if (y.shape.size() != 1)
     fail(y.where, fmt::format("labels (y) of shape {} have the wrong rank: expected (n), one "
                               "class label per sample",
@@ -108,8 +109,8 @@ void check_finite(const StoredArray& x) {
     float v;
     std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof v);
     if (!std::isfinite(v))
-      fail(x.where, fmt::format("{} at sample {}, element {}: x must be finite", v,
-                                i / per_sample, i % per_sample));
+      fail(x.where, fmt::format("{} at sample {}, element {}: x must be finite", v, i / per_sample,
+                                i % per_sample));
   }
 }
 
@@ -142,8 +143,9 @@ std::vector<StoredArray> read_arrays(const fs::path& path, DataLayout layout,
   for (const char* name : {"train_x.npy", "train_y.npy", "test_x.npy", "test_y.npy"}) {
     std::error_code ec;
     if (!fs::is_regular_file(path / name, ec))
-      fail((path / name).string(), "file not found (a .npy dataset folder holds train_x.npy, "
-                                   "train_y.npy, test_x.npy and test_y.npy)");
+      fail((path / name).string(),
+           "file not found (a .npy dataset folder holds train_x.npy, "
+           "train_y.npy, test_x.npy and test_y.npy)");
     arrays.push_back(read_npy(path / name));
   }
   return arrays;
@@ -241,6 +243,11 @@ DataSplits load_data(const fs::path& path, const LoadOptions& options) {
   const fs::path where = path.empty() ? default_data_dir() : path;
   std::error_code ec;
   if (fs::is_regular_file(where, ec)) return load_user_data(where, DataLayout::kHdf5, options);
+  const fs::path extension = where.extension();
+  if (!fs::exists(where, ec) && (extension == ".h5" || extension == ".hdf5"))
+    fail(where.string(),
+         "file not found (--data takes an HDF5 file, a folder of .npy files or "
+         "a folder of IDX files)");
   if (fs::is_directory(where, ec) && fs::exists(where / "train_x.npy", ec))
     return load_user_data(where, DataLayout::kNpy, options);
   return load_idx(where);

@@ -231,15 +231,14 @@ void TrainingRun::prepare_model(const Shape& input_shape) {
       *std::max_element(facts_.local_batches.begin(), facts_.local_batches.end());
   const data::DataInfo& data = facts_.data;
   if (input_shape != data.sample_shape)
-    throw UsageError(fmt::format("model {} takes samples of shape {}, but {} holds samples of "
-                                 "shape {}",
-                                 config_.model, to_string(input_shape), data.path,
-                                 to_string(data.sample_shape)));
+    throw UsageError(fmt::format(
+        "model {} takes samples of shape {}, but {} holds samples of "
+        "shape {}",
+        config_.model, to_string(input_shape), data.path, to_string(data.sample_shape)));
   model_.plan(input_shape, std::max<std::size_t>({max_local, kEvalChunk, 1}));
   if (num_elements(model_.output_shape()) != data.num_classes)
     throw UsageError(fmt::format("model {} has {} outputs, but {} holds {} classes", config_.model,
-                                 num_elements(model_.output_shape()), data.path,
-                                 data.num_classes));
+                                 num_elements(model_.output_shape()), data.path, data.num_classes));
   model_.initialize(config_.seed);
   if (comm_.size() > 1) coll::broadcast(comm_, model_.parameters().values(), 0);
   facts_.has_batch_norm = model_.has_batch_norm();

@@ -20,7 +20,7 @@
 namespace ringtrain::data {
 
 struct Hdf5Arrays {
-  std::vector<StoredArray> arrays;     // in the order of the names asked for
+  std::vector<StoredArray> arrays;      // in the order of the names asked for
   std::optional<std::int64_t> classes;  // the root attribute `classes`, if present
 };
 
