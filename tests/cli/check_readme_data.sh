@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# check_readme_data.sh RINGTRAIN MPIEXEC README
+# The README's "Your own data" section works as written: its Python snippet (numpy, h5py)
+# writes blobs.h5 and, uncommented, the blobs/ .npy folder; its two commands train at N=2;
+# and the two files train the same cnn to bitwise the same /model. Skips (77) without
+# numpy or h5py for Debian's python3.
+set -u
+ringtrain=$1 mpiexec=$2 readme=$3
+python=/usr/bin/python3
+"$python" -c "import numpy, h5py" 2>/dev/null || { echo "skipped: no numpy/h5py"; exit 77; }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+
+# The snippet, with the .npy lines uncommented.
+sed -n '/^## Your own data/,/^## /p' "$readme" | sed -n '/^```python$/,/^```$/p' | sed '1d;$d' |
+  sed -E 's/^#   //; s/^#       /    /' >snippet.py
+"$python" snippet.py || fail "the README's snippet failed"
+[[ -f blobs.h5 && -f blobs/train_x.npy && -f blobs/test_y.npy ]] || fail "the snippet wrote no data"
+
+# The README's commands, as written (the build folder and a run directory aside).
+sed -n '/^## Your own data/,/^## /p' "$readme" | sed -n '/^```sh$/,/^```$/p' | grep '^mpiexec' |
+  sed -E 's/ +#.*$//' >commands.txt
+[[ $(wc -l <commands.txt) -eq 2 ]] || fail "expected two commands in the section"
+n=0
+while read -r line; do
+  n=$((n + 1))
+  args=${line#*build/ringtrain }
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 2 "$ringtrain" $args --run-dir "run$n" --quiet || fail "'$line' failed"
+done <commands.txt
+
+for data in blobs.h5 blobs; do
+  "$mpiexec" -n 2 "$ringtrain" train --data "$data" --model cnn --steps 6 --checkpoint-every 6 \
+    --no-eval --run-dir "same-$data" --quiet || fail "training on $data failed"
+done
+"$ringtrain" inspect same-blobs.h5/checkpoints/step-00000006.h5 \
+  --compare same-blobs/checkpoints/step-00000006.h5 --groups model --rtol 0 ||
+  fail "the HDF5 file and the .npy folder trained different models"
+echo "ok: the README's snippet and commands work; HDF5 and .npy train the same model"
