@@ -186,9 +186,10 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
   splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
   splits.info.sample_shape = splits.train.sample_shape;
+  // Samples stay mapped; labels are always converted into memory.
   for (std::size_t i = 0; i < 4; ++i) {
     splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i]));
-    if (!options.map) splits.info.arrays.back().mapped = false;
+    splits.info.arrays.back().mapped = a[i].mapped() && options.map && i % 2 == 0;
   }
   return splits;
 }

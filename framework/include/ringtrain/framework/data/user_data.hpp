@@ -36,7 +36,7 @@ struct ArrayFacts {
   std::string where;  // its file (and dataset)
   DType dtype = DType::kUint8;
   std::vector<std::uint64_t> shape;
-  bool mapped = false;  // read where it lies in the file, not copied into memory
+  bool mapped = false;  // samples read where they lie in the file (labels are always copied)
 };
 
 struct DataInfo {
