@@ -9,16 +9,18 @@ ringtrain=$1 mpiexec=$2 readme=$3
 python=/usr/bin/python3
 "$python" -c "import numpy, h5py" 2>/dev/null || { echo "skipped: no numpy/h5py"; exit 77; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cd "$work"
+cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 
-# The snippet, with the .npy lines uncommented.
+# The snippet, with the .npy lines uncommented (the backquotes below are Markdown fences).
+# shellcheck disable=SC2016
 sed -n '/^## Your own data/,/^## /p' "$readme" | sed -n '/^```python$/,/^```$/p' | sed '1d;$d' |
   sed -E 's/^#   //; s/^#       /    /' >snippet.py
 "$python" snippet.py || fail "the README's snippet failed"
 [[ -f blobs.h5 && -f blobs/train_x.npy && -f blobs/test_y.npy ]] || fail "the snippet wrote no data"
 
 # The README's commands, as written (the build folder and a run directory aside).
+# shellcheck disable=SC2016
 sed -n '/^## Your own data/,/^## /p' "$readme" | sed -n '/^```sh$/,/^```$/p' | grep '^mpiexec' |
   sed -E 's/ +#.*$//' >commands.txt
 [[ $(wc -l <commands.txt) -eq 2 ]] || fail "expected two commands in the section"
