@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 #include <hdf5.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstring>
@@ -126,11 +125,6 @@ hid_t native_type(DType dtype) {
     default:
       return H5T_NATIVE_FLOAT;
   }
-}
-
-std::uint64_t memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : UINT64_MAX;
 }
 
 // The dataset's file offset if its bytes can be mapped: contiguous, no filters, no external

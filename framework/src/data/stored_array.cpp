@@ -78,6 +78,11 @@ std::span<const std::uint8_t> StoredArray::bytes() const {
   return std::span<const std::uint8_t>(memory).first(n);
 }
 
+std::uint64_t memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : UINT64_MAX;
+}
+
 std::uint64_t checked_stored_bytes(const std::vector<std::uint64_t>& shape, std::size_t item_size,
                                    std::uint64_t limit_bytes, const std::string& where,
                                    const std::string& why) {

@@ -114,8 +114,11 @@ void check_finite(const StoredArray& x) {
   }
 }
 
-// Every sample of `x` as floats in memory: uint8 / 255, float32 as is.
+// Every sample of `x` as floats in memory: uint8 / 255, float32 as is. DataError when the
+// floats would not fit in this machine's memory.
 Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
+  checked_stored_bytes(x.shape, sizeof(float), memory_bytes(), x.where,
+                       "this machine's memory (as floats in memory)");
   Shape shape = sample_shape;
   shape.insert(shape.begin(), static_cast<std::size_t>(x.shape[0]));
   Tensor images(shape);

@@ -59,6 +59,9 @@ struct StoredArray {
   std::span<const std::uint8_t> bytes() const;
 };
 
+// Bytes of physical memory of this machine (the bound for what is read, not mapped).
+std::uint64_t memory_bytes();
+
 // Items of `shape` times `item_size`, or DataError naming `where` when the product overflows
 // 64 bits or exceeds `limit_bytes` (`why` says which limit: "the file holds 1200 bytes").
 std::uint64_t checked_stored_bytes(const std::vector<std::uint64_t>& shape, std::size_t item_size,
