@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/clock.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
@@ -180,6 +181,8 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
                             : std::max(1, facts_.cores / std::max(1, facts_.ranks_per_node));
   blas::set_threads(facts_.blas_threads);
   blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
+  // A resume reads its checkpoint in a reader child: started now, it is ready by then.
+  if (!config_.resume.empty()) checkpoint::prepare_contained_reader();
   load_data();
   plan_batches_and_steps();
   prepare_model(input_shape);
