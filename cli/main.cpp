@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     std::_Exit(ringtrain::checkpoint::serve_contained_reader(argc, argv));
   // Every checkpoint this process reads from outside (--resume, inspect) is parsed in such
   // a child, so that a file that crashes libhdf5 is refused instead of ending the job.
-  ringtrain::checkpoint::enable_contained_reader("/proc/self/exe");
+  ringtrain::checkpoint::enable_contained_reader(
+      ringtrain::checkpoint::default_reader_executable());
   // Before MPI and threads: OpenBLAS may have loaded generic kernels for a CPU it does not
   // know, and its idle threads spin; this re-executes the program with the right
   // OPENBLAS_CORETYPE and OPENBLAS_THREAD_TIMEOUT (blas.hpp).

@@ -44,6 +44,39 @@ T read_scalar(const CheckedFile& file, const DatasetFacts& facts, hid_t memory_t
   return value;
 }
 
+// Structure first: every expected link present, nothing else in any group.
+void check_links(const CheckedFile& file, const Expected& expected, std::string& where) {
+  for (Group g : kAllGroups) {
+    const detail::GroupHandle& group = file.group(g);
+    where = group_path(g);
+    std::size_t wanted = 0;
+    for (const ExpectedEntry& entry : expected.entries()) {
+      if (entry.group != g) continue;
+      ++wanted;
+      if (!group.link_exists(hdf5_link_name(entry.name))) {
+        const std::uint64_t held = group.link_count();
+        file.reject(entry_path(g, entry.name) + ": missing" +
+                    (held == 0 ? std::string{}
+                               : " (" + where + " holds " + std::to_string(held) +
+                                     " objects; a checkpoint of another model?)"));
+      }
+    }
+    const std::uint64_t held = group.link_count();
+    if (held > wanted) {
+      // wanted + 1 links include at least one that is not expected.
+      for (const detail::LinkInfo& link : group.links(H5_INDEX_NAME, wanted + 1, nullptr)) {
+        std::string name = link.name;
+        for (char& c : name)
+          if (c == detail::kLinkSeparator) c = '/';
+        if (expected.find(g, name) == nullptr || hdf5_link_name(name) != link.name)
+          file.reject("unexpected object " + where + "/" + detail::printable(link.name) + " (" +
+                      where + " holds " + std::to_string(held) + " objects, " +
+                      std::to_string(wanted) + " expected)");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -77,53 +110,32 @@ void read_value(const CheckedFile& file, const DatasetFacts& facts, Kind kind, G
 
 }  // namespace detail
 
-StateTree read_file(const std::filesystem::path& path, const Expected& expected, Header* header_out,
-                    const MacKey* key) {
+namespace detail {
+
+StateTree read_file_locating(const std::filesystem::path& path, const Expected& expected,
+                             Header* header_out, const MacKey* key,
+                             std::vector<std::optional<ArrayExtent>>* extents) {
   const detail::QuietErrors quiet;
   std::string where;
   try {
     CheckedFile file(path, where, key);
     file.check_root();
+    check_links(file, expected, where);
 
-    // Structure first: every expected link present, nothing else in any group.
-    for (Group g : kAllGroups) {
-      const detail::GroupHandle& group = file.group(g);
-      where = group_path(g);
-      std::size_t wanted = 0;
-      for (const ExpectedEntry& entry : expected.entries()) {
-        if (entry.group != g) continue;
-        ++wanted;
-        if (!group.link_exists(hdf5_link_name(entry.name))) {
-          const std::uint64_t held = group.link_count();
-          file.reject(entry_path(g, entry.name) + ": missing" +
-                      (held == 0 ? std::string{}
-                                 : " (" + where + " holds " + std::to_string(held) +
-                                       " objects; a checkpoint of another model?)"));
-        }
-      }
-      const std::uint64_t held = group.link_count();
-      if (held > wanted) {
-        // wanted + 1 links include at least one that is not expected.
-        for (const detail::LinkInfo& link : group.links(H5_INDEX_NAME, wanted + 1, nullptr)) {
-          std::string name = link.name;
-          for (char& c : name)
-            if (c == detail::kLinkSeparator) c = '/';
-          if (expected.find(g, name) == nullptr || hdf5_link_name(name) != link.name)
-            file.reject("unexpected object " + where + "/" + detail::printable(link.name) + " (" +
-                        where + " holds " + std::to_string(held) + " objects, " +
-                        std::to_string(wanted) + " expected)");
-        }
-      }
-    }
-
-    // Then each entry: describe, compare, size-check, read, verify.
+    // Then each entry: describe, compare, size-check, read (or locate), verify.
     StateTree tree;
     std::vector<detail::TocEntry> toc;
-    for (const ExpectedEntry& entry : expected.entries()) {
+    if (extents != nullptr) extents->assign(expected.entries().size(), std::nullopt);
+    for (std::size_t i = 0; i < expected.entries().size(); ++i) {
+      const ExpectedEntry& entry = expected.entries()[i];
       const DatasetFacts facts = file.examine(entry.group, entry.name);
       compare(file, facts, entry);
-      file.check_storage(facts, entry.kind);
-      detail::read_value(file, facts, entry.kind, entry.group, entry.name, tree);
+      const std::uint64_t bytes = file.check_storage(facts, entry.kind);
+      if (extents != nullptr && entry.kind == Kind::kFloat32Array &&
+          facts.layout == H5D_CONTIGUOUS && bytes > 0)
+        (*extents)[i] = ArrayExtent{facts.dataset.offset(), bytes, facts.stored_xxh3};
+      else
+        detail::read_value(file, facts, entry.kind, entry.group, entry.name, tree);
       toc.push_back({entry.group, entry.name, entry.kind, facts.shape, facts.stored_xxh3});
     }
     // The structure check above left exactly the expected entries: this is the whole TOC.
@@ -133,6 +145,13 @@ StateTree read_file(const std::filesystem::path& path, const Expected& expected,
   } catch (const detail::Hdf5Error& error) {
     throw detail::hdf5_failure(path, where, error);
   }
+}
+
+}  // namespace detail
+
+StateTree read_file(const std::filesystem::path& path, const Expected& expected, Header* header_out,
+                    const MacKey* key) {
+  return detail::read_file_locating(path, expected, header_out, key, nullptr);
 }
 
 Header read_header(const std::filesystem::path& path, const MacKey* key) {

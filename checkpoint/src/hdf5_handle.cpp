@@ -414,4 +414,34 @@ unsigned File::superblock_version() const {
   return info.super.version;
 }
 
+void warm_up_library() {
+  const QuietErrors quiet;
+  const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+  const hid_t creation = H5Pcreate(H5P_FILE_CREATE);
+  H5Pset_fapl_core(access, std::size_t{1} << 16, 0);
+  H5Pset_libver_bounds(access, H5F_LIBVER_V18, H5F_LIBVER_V18);
+  H5Pset_userblock(creation, 512);
+  const hid_t file = H5Fcreate("ringtrain-warm-up", H5F_ACC_TRUNC, creation, access);
+  const hid_t group = H5Gcreate2(file, "g", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t count = 4;
+  const hid_t space = H5Screate_simple(1, &count, nullptr);
+  const hid_t scalar = H5Screate(H5S_SCALAR);
+  const hid_t dataset =
+      H5Dcreate2(group, "d", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const float values[4] = {};
+  H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+  const hid_t attribute =
+      H5Acreate2(dataset, "a", H5T_STD_U64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  const std::uint64_t zero = 0;
+  H5Awrite(attribute, H5T_NATIVE_UINT64, &zero);
+  H5Aclose(attribute);
+  H5Dclose(dataset);
+  H5Sclose(scalar);
+  H5Sclose(space);
+  H5Gclose(group);
+  H5Fclose(file);
+  H5Pclose(creation);
+  H5Pclose(access);
+}
+
 }  // namespace ringtrain::checkpoint::detail

@@ -32,6 +32,12 @@ class Hdf5Error : public std::runtime_error {
 
 // While alive, HDF5 prints no error stacks to stderr (the wrappers capture them instead);
 // the previous setting comes back on destruction. Every public entry point holds one.
+// Creates, fills and closes a small file in memory (core driver, no backing store) with the
+// parts a checkpoint has: a user block, a group, a dataset with an attribute. A fresh
+// process then finds the library initialised and its first real H5Fopen fast. Best effort:
+// failures are ignored.
+void warm_up_library();
+
 class QuietErrors {
  public:
   QuietErrors();

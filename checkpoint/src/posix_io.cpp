@@ -2,6 +2,7 @@
 #include "posix_io.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +131,29 @@ void ReadOnlyFile::read_at(std::uint64_t offset, std::span<std::byte> out) const
                                        std::to_string(offset + out.size()) + " (truncated?)");
     done += static_cast<std::size_t>(n);
   }
+}
+
+bool write_to_pipe(int fd, std::string_view bytes) {
+  sigset_t pipe_signal, previous;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, &previous);
+  bool ok = true;
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ok = false;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (!ok) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe_signal, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return ok;
 }
 
 }  // namespace ringtrain::checkpoint::detail

@@ -26,6 +26,10 @@ void write_at(const std::filesystem::path& path, std::uint64_t offset,
 // The whole file if it is at most max_bytes long; throws otherwise.
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes);
 
+// Writes all of `bytes` to a pipe; false if the reader closed its end (it died). SIGPIPE is
+// blocked for this thread during the write and a pending one is consumed.
+bool write_to_pipe(int fd, std::string_view bytes);
+
 // A read-only file descriptor (RAII, move-only) for positioned reads.
 class ReadOnlyFile {
  public:

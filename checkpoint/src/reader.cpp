@@ -176,7 +176,7 @@ CheckedFile::CheckedFile(const std::filesystem::path& path, std::string& where, 
     const ReadOnlyFile raw(path_);
     file_bytes_ = raw.size();
     if (starts_with_seal(raw, path_))
-      seal_ = check_seal(raw, path_, key);
+      seal_ = check_seal(raw, path_, key, seal_scope());
     else
       refuse_unsealed_with_key(path_, key);
   }

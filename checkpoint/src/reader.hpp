@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hdf5_handle.hpp"
 #include "ringtrain/checkpoint/error.hpp"
@@ -104,6 +105,21 @@ std::string describe_link(H5L_type_t type);
 // call it only after those checks.
 void read_value(const CheckedFile& file, const DatasetFacts& facts, Kind kind, Group group,
                 const std::string& name, StateTree& tree);
+// Where the bytes of a contiguously stored float32 array lie in the file (float32
+// little-endian, the host's order), and the xxh3 the file stores for them.
+struct ArrayExtent {
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t xxh3 = 0;
+};
+
+// read_file, except that with `extents` every contiguously stored, non-empty float32 array
+// passes all of its checks but is not read: (*extents)[i] (i: its index in `expected`) says
+// where its bytes lie, and the tree leaves it out. The caller reads those bytes and checks
+// them against the xxh3. Other entries, and every entry without `extents`, are read.
+StateTree read_file_locating(const std::filesystem::path& path, const Expected& expected,
+                             Header* header_out, const MacKey* key,
+                             std::vector<std::optional<ArrayExtent>>* extents);
 // Text from the file shown in a message: printable ASCII only, cut to 60 bytes.
 std::string printable(const std::string& text);
 // A string from an HDF5 fixed-length string buffer: trailing NUL padding removed.

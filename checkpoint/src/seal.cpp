@@ -174,7 +174,23 @@ bool starts_with_seal(const ReadOnlyFile& file, const std::filesystem::path& pat
   throw CheckpointError(path, "not an HDF5 file (no HDF5 signature at byte 0)");
 }
 
-Seal check_seal(const ReadOnlyFile& file, const std::filesystem::path& path, const MacKey* key) {
+namespace {
+SealScope& process_seal_scope() {
+  static SealScope scope = SealScope::kWhole;
+  return scope;
+}
+}  // namespace
+
+void leave_content_to_parent() {
+  process_seal_scope() = SealScope::kBlockOnly;
+}
+
+SealScope seal_scope() {
+  return process_seal_scope();
+}
+
+Seal check_seal(const ReadOnlyFile& file, const std::filesystem::path& path, const MacKey* key,
+                SealScope scope) {
   const std::uint64_t file_bytes = file.size();
   if (file_bytes < kSealBytes + 8)
     throw CheckpointError(path, "seal: the file has " + std::to_string(file_bytes) +
@@ -204,13 +220,15 @@ Seal check_seal(const ReadOnlyFile& file, const std::filesystem::path& path, con
     throw CheckpointError(path, "file length " + std::to_string(seal.file_bytes) +
                                     " in the seal, the file has " + std::to_string(file_bytes) +
                                     " bytes (truncated or extended)");
-  const Digests digests = digest_content(file, file_bytes, block, false, key);
-  if (key != nullptr && crypto_verify_32(digests.mac.data(), block.data() + kMacAt) != 0)
-    throw CheckpointError(path, "not signed with this key (MAC mismatch): refused");
-  if (digests.content != seal.content)
-    throw CheckpointError(path, "content digest " + hex(digests.content) +
-                                    " differs from the seal's " + hex(seal.content) +
-                                    ": the bytes after the seal were changed");
+  if (scope == SealScope::kWhole) {
+    const Digests digests = digest_content(file, file_bytes, block, false, key);
+    if (key != nullptr && crypto_verify_32(digests.mac.data(), block.data() + kMacAt) != 0)
+      throw CheckpointError(path, "not signed with this key (MAC mismatch): refused");
+    if (digests.content != seal.content)
+      throw CheckpointError(path, "content digest " + hex(digests.content) +
+                                      " differs from the seal's " + hex(seal.content) +
+                                      ": the bytes after the seal were changed");
+  }
 #endif
   unsigned char signature[8] = {};
   file.read_at(kSealBytes, std::as_writable_bytes(std::span(signature)));

@@ -71,11 +71,21 @@ void write_seal(const std::filesystem::path& path, const Digest128& toc, std::ui
 // HDF5 signature (version 1, no seal). Anything else is refused.
 bool starts_with_seal(const ReadOnlyFile& file, const std::filesystem::path& path);
 
+// How much of the seal check_seal checks. kBlockOnly skips the pass over the content (its
+// digest and MAC): only for a contained reader child, whose parent checks the content.
+enum class SealScope { kWhole, kBlockOnly };
+
 // Checks the seal with plain reads: magic, version, flags, reserved bytes, length against
 // the file's size, then (one pass over [512, EOF)) the MAC if `key` is given and the
 // content digest, and the HDF5 signature at byte 512. Throws CheckpointError naming the
 // file: "not signed with this key (...)", "content digest mismatch ...", ...
-Seal check_seal(const ReadOnlyFile& file, const std::filesystem::path& path, const MacKey* key);
+Seal check_seal(const ReadOnlyFile& file, const std::filesystem::path& path, const MacKey* key,
+                SealScope scope = SealScope::kWhole);
+
+// In a contained reader child only (contained.cpp): from now on every reader in this process
+// checks the seal's block but not the content, which the parent checks while the child runs.
+void leave_content_to_parent();
+SealScope seal_scope();
 
 // Rejects a file without a seal when a key is given ("not signed with this key").
 void refuse_unsealed_with_key(const std::filesystem::path& path, const MacKey* key);

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/clock.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
@@ -532,6 +533,8 @@ const Sequential& Trainer::model() const {
 TrainResults Trainer::run() {
   Watchdog::Action on_stuck =
       watchdog_action_ ? watchdog_action_ : Watchdog::Action(default_watchdog_action);
+  // A resume reads its checkpoint in a reader child: started now, it is ready by then.
+  if (!config_.resume.empty()) checkpoint::prepare_contained_reader();
   // A defect of the user's data is bad input: every rank agrees, exit 2, nothing written.
   data::DataSplits data =
       load_agreed<UsageError>(comm_, [&] { return data::load_data(config_.data_dir); });

@@ -7,15 +7,18 @@
 //
 // and goes on as for any bad file (`--resume auto` tries the next one).
 //
-// How. The parent checks the seal with plain reads (seal.hpp), then starts the same
-// executable (posix_spawn of /proc/self/exe) with the hidden first argument
-// kReaderSubcommand; main() hands such a process to serve_contained_reader() before MPI or
-// anything else starts. The child sets its own CPU-time and memory limits (setrlimit), reads
-// the request (operation, file, key, expected schema) from its stdin, runs every check of
-// read_file / verify_file / describe_file, and writes the verified result to its stdout.
-// The parent parses that reply as untrusted too: exactly the expected entries, kinds and
-// shapes, and their checksums and the sealed table of contents recomputed from the values.
-// A wall-clock limit in the parent ends a child that hangs.
+// How. The parent starts the reader executable (posix_spawn of ringtrain-checkpoint-reader,
+// a small static program built with the checkpoint module; or of /proc/self/exe, which then
+// must hand argv[1] == kReaderSubcommand to serve_contained_reader() before MPI or anything
+// else starts). The child sets its own CPU-time and memory limits (setrlimit), reads the
+// request (operation, file, key, expected schema) from its stdin, runs every check of
+// read_file / verify_file / describe_file except the seal's pass over the content, and
+// writes the result to its stdout. Meanwhile the parent checks the whole seal with plain
+// reads (seal.hpp). The parent parses the reply as untrusted too: exactly the expected
+// entries, kinds and shapes. A read's reply carries small values, but for each contiguous
+// array only where it lies in the file: the parent reads those bytes itself (no HDF5) and
+// checks them against the stored xxh3; the sealed table of contents is then recomputed
+// from the values. A wall-clock limit in the parent ends a child that hangs.
 //
 // Only a process that called enable_contained_reader() contains its reads (the ringtrain
 // executable does); elsewhere (unit tests) the *_contained functions read in-process.
@@ -43,11 +46,24 @@ struct ReaderLimits {
   std::uint64_t memory_headroom_bytes = std::uint64_t{2} << 30;
 };
 
+// The dedicated reader executable, installed next to ringtrain.
+inline constexpr const char* kReaderExecutable = "ringtrain-checkpoint-reader";
+// kReaderExecutable in the directory of the running program if it is there and executable;
+// otherwise "/proc/self/exe" (the running program must then serve kReaderSubcommand).
+std::filesystem::path default_reader_executable();
+
 // From now on the *_contained functions of this process spawn `executable` (normally
-// "/proc/self/exe", which must serve kReaderSubcommand). Call once, before threads start.
+// default_reader_executable()). Call once, before threads start.
 void enable_contained_reader(const std::filesystem::path& executable,
                              const ReaderLimits& limits = {});
 bool contained_reader_enabled();
+
+// Starts a reader child now, to be used by the next *_contained call: a fresh process needs
+// a few milliseconds (mostly page faults) before libhdf5 opens a file fast, which a child
+// started ahead spends while the caller does other work. Does nothing if one is waiting
+// or the contained reader is not enabled. Call it as soon as a read is known to come
+// (ringtrain: when a run resumes, before it loads the data).
+void prepare_contained_reader();
 
 // As read_file / verify_file / describe_file (file.hpp), in a child when enabled. Throw
 // CheckpointError naming the file: the child's own refusal, or its death by a signal or a
@@ -57,9 +73,10 @@ StateTree read_file_contained(const std::filesystem::path& path, const Expected&
 VerifyResult verify_file_contained(const std::filesystem::path& path, const MacKey* key = nullptr);
 std::string describe_file_contained(const std::filesystem::path& path, const MacKey* key = nullptr);
 
-// The child: argv as main() received it (argv[1] == kReaderSubcommand). Returns the exit
-// code after writing the reply and closing stdout; the caller should then _Exit with it
-// (nothing else is left to do). Never returns after a crash, of course: that is the point.
+// The child: argv as main() received it (argv[1] == kReaderSubcommand). Prepares libhdf5,
+// then waits for its request on stdin. Returns the exit code after writing the reply and
+// closing stdout; the caller should then _Exit with it (nothing else is left to do).
+// Never returns after a crash, of course: that is the point.
 int serve_contained_reader(int argc, char** argv);
 
 }  // namespace ringtrain::checkpoint
