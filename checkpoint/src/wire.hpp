@@ -36,6 +36,7 @@ class Wire {
     raw(s.data(), s.size());
   }
   void raw(const void* data, std::size_t bytes) {
+    if (bytes == 0) return;  // an empty array: `data` may be null
     bytes_.append(static_cast<const char*>(data), bytes);
   }
   void reserve(std::size_t bytes) { bytes_.reserve(bytes); }
@@ -66,6 +67,7 @@ class WireReader {
   }
   void raw(void* out, std::size_t bytes) {
     if (bytes > bytes_.size()) bad("the message ends early");
+    if (bytes == 0) return;  // an empty array: `out` may be null
     std::memcpy(out, bytes_.data(), bytes);
     bytes_.remove_prefix(bytes);
   }
