@@ -6,6 +6,7 @@
 //   (MPI_Abort), since the others would otherwise wait for it forever.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
   // know, and its idle threads spin; this re-executes the program with the right
   // OPENBLAS_CORETYPE and OPENBLAS_THREAD_TIMEOUT (blas.hpp).
   ringtrain::blas::reexec_with_better_core(argv);
+  // A file size limit (ulimit -f) makes a write fail with EFBIG instead of killing the
+  // process: a checkpoint that does not fit is then a failed save, which the run survives.
+  std::signal(SIGXFSZ, SIG_IGN);
   ringtrain::collectives::Environment mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

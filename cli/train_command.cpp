@@ -81,6 +81,7 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--test-crash-phase", f.crash_phase)->group("");
   train->add_option("--test-crash-step", f.crash_step)->group("");
   train->add_option("--test-save-cost-s", f.save_cost_s)->delimiter(',')->group("");
+  train->add_option("--test-fail-save-steps", f.fail_save_steps)->delimiter(',')->group("");
   train->add_option("--test-step-s", f.step_s)->group("");
 
   train->callback([&run, config, faults] {

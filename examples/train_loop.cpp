@@ -87,7 +87,11 @@ int train_loop(int argc, char** argv) {
   const TrainingState state{*model, step.optimizer(),       sampler, progress,
                             seed,   &step.reducer().shard()};
   Checkpointer checkpointer(comm, std::string(run_dir) + "/checkpoints", 1, "{}");
-  checkpointer.save(state, sampler.state().epoch);
+  const SaveOutcome saved = checkpointer.save(state, sampler.state().epoch);
+  if (!saved.durable) {
+    if (leader) std::fprintf(stderr, "train_loop: the checkpoint failed: %s\n", saved.failure.c_str());
+    return 1;
+  }
   if (leader) std::printf("saved %s/checkpoints (LATEST)\n", run_dir.c_str());
   return 0;
 }

@@ -103,6 +103,11 @@ fs::path write_partial(const fs::path& dir, std::uint64_t step, const Header& he
   return partial;
 }
 
+void remove_partial(const fs::path& dir, std::uint64_t step) {
+  const fs::path partial = dir / (checkpoint_name(step).string() + std::string(kPartialSuffix));
+  guarded(partial, "cannot remove", [&] { fs::remove(partial); });
+}
+
 fs::path commit(const fs::path& dir, const fs::path& partial) {
   const std::string name = partial.filename().string();
   if (!is_partial_name(name))

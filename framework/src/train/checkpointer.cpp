@@ -44,9 +44,10 @@ const checkpoint::MacKey* Checkpointer::key() const {
   return key_ ? &*key_ : nullptr;
 }
 
-double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
+SaveOutcome Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
   const double start = now_s();
   const bool writer = comm_.rank() == 0;
+  const std::uint64_t step = state.progress.step;
   std::filesystem::path partial;
   std::string error;
   // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp).
@@ -54,20 +55,17 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
   if (writer) {
     try {
       checkpoint::Header header;
-      header.step = state.progress.step;
+      header.step = step;
       header.epoch = epoch;
       header.world_size = comm_.size();
       header.config_json = config_json_;
-      partial = checkpoint::write_partial(dir_, state.progress.step, header,
-                                          capture(state, gathered), key());
+      partial = checkpoint::write_partial(dir_, step, header, capture(state, gathered), key());
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
-  if (!all_agree(comm_, error.empty()))
-    throw AgreedError(fmt::format("checkpoint at step {} failed on rank 0: {}", state.progress.step,
-                                  error.empty() ? "see its message" : error));
-  if (writer) {
+  bool written = all_agree(comm_, error.empty());
+  if (writer && written) {
     try {
       const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
       checkpoint::update_latest(dir_, final_path.filename());
@@ -77,11 +75,20 @@ double Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
     }
   }
   // The other ranks wait here for the commit, rather than in the next step's collective: the
-  // save then costs every rank the same time, and a failed commit stops every rank.
-  if (!all_agree(comm_, error.empty()))
-    throw AgreedError(fmt::format("checkpoint at step {}: commit failed on rank 0: {}",
-                                  state.progress.step, error.empty() ? "see its message" : error));
-  return now_s() - start;
+  // save then costs every rank the same time, and every rank knows whether it is durable.
+  const bool durable = written && all_agree(comm_, error.empty());
+  if (writer && !durable) {
+    try {
+      checkpoint::remove_partial(dir_, step);
+    } catch (const std::exception& e) {
+      error += std::string("; ") + e.what();
+    }
+  }
+  SaveOutcome outcome;
+  outcome.durable = durable;
+  if (!durable) outcome.failure = writer ? error : "it failed on rank 0 (see its message)";
+  outcome.blocked_s = now_s() - start;
+  return outcome;
 }
 
 std::optional<std::filesystem::path> Checkpointer::resume(

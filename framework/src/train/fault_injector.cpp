@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ringtrain/checkpoint/commit.hpp"
+#include "ringtrain/checkpoint/error.hpp"
 
 namespace ringtrain {
 namespace {
@@ -31,10 +32,20 @@ class ScriptedFaults final : public FaultInjector {
     if (plan_.kill_rank == rank && plan_.kill_step == done) std::raise(SIGKILL);
   }
   void before_save(int rank, std::uint64_t done) const override {
-    if (plan_.crash_phase > 0 && plan_.crash_step == done && rank == 0)
+    if (rank != 0) return;
+    if (plan_.crash_phase > 0 && plan_.crash_step == done)
       checkpoint::set_crash_hook([phase = plan_.crash_phase](int now) {
         if (now == phase) std::raise(SIGKILL);
       });
+    else if (std::find(plan_.fail_save_steps.begin(), plan_.fail_save_steps.end(), done) !=
+             plan_.fail_save_steps.end())
+      checkpoint::set_crash_hook([](int now) {
+        if (now == checkpoint::kAfterPartialWritten)
+          throw checkpoint::CheckpointError("(injected by --test-fail-save-steps)",
+                                            "No space left on device");
+      });
+    else if (!plan_.fail_save_steps.empty())
+      checkpoint::set_crash_hook({});
   }
   std::optional<double> save_cost_s(std::size_t save_index) const override {
     if (plan_.save_cost_s.empty()) return std::nullopt;

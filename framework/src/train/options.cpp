@@ -330,6 +330,13 @@ std::vector<TrainOption> run_options() {
              [](const TrainConfig& c, int) {
                require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");
              }),
+      option("max-failed-saves", &TrainConfig::max_failed_saves,
+             "periodic checkpoint saves that may fail in a row (disk full, I/O error) before "
+             "the run stops; training goes on from the previous durable checkpoint meanwhile",
+             [](const TrainConfig& c, int) {
+               require(c.max_failed_saves >= 1,
+                       "--max-failed-saves 0: must be >= 1 (1 stops at the first failure)");
+             }),
       option("checkpoint-key", &TrainConfig::checkpoint_key,
              "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
              "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),

@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
@@ -32,25 +35,67 @@ SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& chec
       watchdog_(watchdog),
       trace_(trace),
       run_dir_(run_dir),
-      say_(std::move(say)) {
+      say_(std::move(say)),
+      max_failed_saves_(options.max_failed_saves),
+      last_durable_step_(start_step) {
   if (trace_) save_name_ = trace_->name("checkpoint save");
 }
 
 double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch,
-                        const char* why, double step_s) {
+                        Reason why, double step_s) {
   watchdog_.enter("checkpoint save", done);
   faults_.before_save(comm_.rank(), done);
   const double t0 = now_s();
-  const double cost_s = checkpointer_.save(state, epoch);
+  const SaveOutcome outcome = checkpointer_.save(state, epoch);
   if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
   watchdog_.leave();
-  nlohmann::json record = {{"step", done}, {"checkpoint_s", cost_s}, {"reason", why}};
+  const char* reason = why == Reason::kEnd ? "end" : why == Reason::kSignal ? "signal" : "interval";
+  nlohmann::json record = {{"step", done},
+                           {"checkpoint_s", outcome.blocked_s},
+                           {"blocking_s", outcome.blocked_s},
+                           {"persist_s", outcome.blocked_s},
+                           {"reason", reason}};
+  if (!outcome.durable) {
+    failed(outcome, done, why, record);
+    return outcome.blocked_s;
+  }
+  failures_in_a_row_ = 0;
+  last_durable_step_ = done;
   if (auto_)
-    plan_interval(done, cost_s, step_s, record);
+    plan_interval(done, outcome.blocked_s, step_s, record);
   else if (run_dir_)
     run_dir_->append_metrics(record);
   ++saves_done_;
-  return cost_s;
+  return outcome.blocked_s;
+}
+
+// A save that is not durable: reported and recorded; fatal at the end, at a signal, or
+// after too many in a row.
+void SavePolicy::failed(const SaveOutcome& outcome, std::uint64_t done, Reason why,
+                        nlohmann::json& record) {
+  ++failures_in_a_row_;
+  record["save_failed"] = outcome.failure;
+  record["failures_in_a_row"] = failures_in_a_row_;
+  if (run_dir_) run_dir_->append_metrics(record);
+  const std::string restart_point = last_durable_step_ == 0
+                                        ? std::string("the start of the run")
+                                        : fmt::format("step {}", last_durable_step_);
+  if (why != Reason::kInterval)
+    throw AgreedError(fmt::format("the checkpoint at step {} ({}) failed: {}; the newest durable "
+                                  "checkpoint is at {}",
+                                  done, why == Reason::kEnd ? "end of the run" : "stop signal",
+                                  outcome.failure, restart_point));
+  if (failures_in_a_row_ >= max_failed_saves_)
+    throw AgreedError(fmt::format(
+        "{} checkpoint saves in a row failed (the last at step {}: {}); stopping. Free space "
+        "or fix the folder, then resume with --resume auto from {}",
+        failures_in_a_row_, done, outcome.failure, restart_point));
+  if (comm_.rank() == 0)
+    std::fprintf(stderr,
+                 "ringtrain: warning: the checkpoint at step %llu failed: %s; training goes on, "
+                 "the restart point stays %s (%zu of --max-failed-saves %zu in a row)\n",
+                 static_cast<unsigned long long>(done), outcome.failure.c_str(),
+                 restart_point.c_str(), failures_in_a_row_, max_failed_saves_);
 }
 
 // Young/Daly: the ranks agree on C and s, and the schedule re-plans τ when C drifted.

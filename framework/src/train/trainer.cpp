@@ -325,6 +325,7 @@ void TrainingRun::resume() {
   saves.every = config_.checkpoint_every;
   saves.mtbf_s = config_.mtbf_s;
   saves.first_auto_save_steps = config_.log_every;
+  saves.max_failed_saves = config_.max_failed_saves;
   saves_ = std::make_unique<SavePolicy>(comm_, *checkpointer_, saves, start_step_, faults_,
                                         watchdog_, trace_.get(), run_dir_.get(),
                                         [this](const std::string& m) { say(m); });
@@ -409,9 +410,9 @@ bool TrainingRun::after_step(std::uint64_t step) {
   if (stop_now || last || saves_->due(done)) {
     const double t0 = now_s();
     saves_->save(*state_, done, sampler_->state().epoch,
-                 stop_now ? "signal"
-                 : last   ? "end"
-                          : "interval",
+                 stop_now ? SavePolicy::Reason::kSignal
+                 : last   ? SavePolicy::Reason::kEnd
+                          : SavePolicy::Reason::kInterval,
                  planning_step_s());
     metrics_->pause(now_s() - t0);  // save time is not step time
   }

@@ -97,6 +97,10 @@ std::optional<Loaded> load_newest_valid(const std::filesystem::path& dir, const 
                                         std::vector<std::string>* rejected = nullptr,
                                         const MacKey* key = nullptr);
 
+// Removes the .partial of `step` in `dir` if there is one (a save that failed leaves
+// nothing half-written behind). Throws CheckpointError if it exists and cannot be removed.
+void remove_partial(const std::filesystem::path& dir, std::uint64_t step);
+
 // Test hook for restart tests (the trainer exposes it as a hidden flag): `hook(phase)` is
 // called after each durable step of the protocol so a test can SIGKILL the process there.
 // One hook per process; pass an empty function to remove it. Not thread-safe (rank 0 only).

@@ -3,11 +3,14 @@
 //
 // save(), on every rank (collective):
 //   1. rank 0 captures the state and writes step-XXXXXXXX.h5.partial, fsynced
-//   2. all ranks agree that the write succeeded (one allreduce)     a failed write: no commit
+//   2. all ranks agree that the write succeeded (one allreduce)     a failed write: no commit,
+//                                                                    the .partial is removed
 //   3. rank 0 renames it to step-XXXXXXXX.h5 and fsyncs the folder   crash before: .partial ignored
 //   4. rank 0 moves LATEST to it (temp file + rename + fsync)        crash before: LATEST is old
 //   5. rank 0 prunes beyond the newest K                             crash during: files stay valid
 //   6. all ranks agree that steps 3-5 succeeded (one allreduce)      every rank blocks as long
+// A save that fails is reported, not thrown: the caller decides whether training goes on
+// (the previous durable checkpoint stays the restart point).
 // resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
 // file), then the ranks agree on the step they loaded (MIN/MAX allreduce): all or none resume.
 // With "auto", rank 0 then points LATEST at the file it resumed from if LATEST named another
@@ -29,6 +32,13 @@
 
 namespace ringtrain {
 
+// What a save did, the same on every rank except for `failure`'s text.
+struct SaveOutcome {
+  double blocked_s = 0.0;  // seconds the save blocked this rank: the save cost C
+  bool durable = false;    // the checkpoint is committed and LATEST names it
+  std::string failure;     // why not (rank 0's reason; the others point to rank 0)
+};
+
 class Checkpointer {
  public:
   // dir: <run-dir>/checkpoints (created by rank 0). keep: newest K checkpoints kept.
@@ -38,10 +48,10 @@ class Checkpointer {
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
                std::string config_json, const std::filesystem::path& key_file = {});
 
-  // Collective. Returns the seconds the save blocked this rank (the save cost C; about the
-  // same on every rank, since all wait for rank 0's commit). Throws AgreedError on every rank
-  // if rank 0 could not write or commit.
-  double save(const TrainingState& state, std::uint64_t epoch);
+  // Collective. Every rank waits for rank 0's commit, so blocked_s is about the same on all.
+  // If rank 0 could not write or commit, no rank throws: the outcome is not durable, and no
+  // .partial is left behind.
+  SaveOutcome save(const TrainingState& state, std::uint64_t epoch);
 
   // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the
   // loaded path, or nullopt if "auto" found none (a fresh start). Every rejected file is

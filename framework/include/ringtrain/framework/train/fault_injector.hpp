@@ -30,7 +30,8 @@ class FaultInjector {
                             std::span<float> /*params*/) const {}
   // After step `done` completed (steps counted from 1): a rank that dies between steps.
   virtual void after_step(int /*rank*/, std::uint64_t /*done*/) const {}
-  // Just before the save after step `done`: arm a crash inside one phase of the commit.
+  // Just before the save after step `done`: arm a crash inside one phase of the commit, or a
+  // failure of the write.
   virtual void before_save(int /*rank*/, std::uint64_t /*done*/) const {}
 
   // The Young/Daly planner's inputs, fixed instead of measured (nullopt: measured).
@@ -54,6 +55,9 @@ struct FaultPlan {
   std::uint64_t kill_step = 0;
   int crash_phase = 0;  // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
   std::uint64_t crash_step = 0;
+  // The saves after these steps fail on rank 0 once their .partial is written, as a full disk
+  // would fail them (the save is not durable; training goes on).
+  std::vector<std::uint64_t> fail_save_steps;
   // The k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured.
   std::vector<double> save_cost_s;
   double step_s = 0.0;  // > 0: the planner converts τ to steps with this step time

@@ -5,8 +5,15 @@
 // checkpoint/interval.hpp), where C is the measured save cost and μ the job's MTBF. In auto
 // mode every rank must plan the same interval, so the ranks agree on C and on the step time
 // first (both MAX over ranks: a save costs as much as its slowest rank, a step as long as its
-// slowest rank). Each save appends {step, checkpoint_s, reason} to metrics.jsonl, and each
-// new plan its figures.
+// slowest rank). Each save appends {step, checkpoint_s, blocking_s, persist_s, reason} to
+// metrics.jsonl (a synchronous save blocks for all of its persist time, so the three are
+// equal), and each new plan its figures.
+//
+// A periodic save that fails (disk full, I/O error, file size limit) does not stop the run:
+// rank 0 reports it on stderr and in metrics.jsonl ("save_failed"), the previous durable
+// checkpoint stays the restart point, and the planner does not take the failed save's cost
+// for C. After --max-failed-saves failures in a row the run stops (AgreedError). A save at
+// the end or at a stop signal must be durable: if it fails, the run stops at once.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +35,7 @@ struct SavePolicyOptions {
   std::string every = "0";  // --checkpoint-every: K, "auto", or "0" (at the end only)
   double mtbf_s = 0.0;      // --mtbf, for auto
   std::uint64_t first_auto_save_steps = 50;  // auto: the first, measured save after this many
+  std::size_t max_failed_saves = 3;  // --max-failed-saves: periodic failures in a row tolerated
 };
 
 class SavePolicy {
@@ -42,13 +50,18 @@ class SavePolicy {
   // A periodic save is due after completing step `done`.
   bool due(std::uint64_t done) const { return schedule_.due(done); }
 
+  // Why a save is made. A periodic save may fail (up to the limit); the others may not.
+  enum class Reason { kInterval, kEnd, kSignal };
+
   // Saves `state` after step `done`. step_s: this attempt's mean step time (the plan turns τ
-  // into steps with it). Collective. Returns the seconds the save blocked this rank.
-  double save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch, const char* why,
+  // into steps with it). Collective. Returns the seconds the save blocked this rank. Throws
+  // AgreedError when a failure is not to be tolerated (see above).
+  double save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch, Reason why,
               double step_s);
 
  private:
   void plan_interval(std::uint64_t done, double cost_s, double step_s, nlohmann::json& record);
+  void failed(const SaveOutcome& outcome, std::uint64_t done, Reason why, nlohmann::json& record);
 
   const collectives::Communicator& comm_;
   Checkpointer& checkpointer_;
@@ -61,6 +74,9 @@ class SavePolicy {
   RunDirectory* run_dir_;
   std::function<void(const std::string&)> say_;
   std::size_t saves_done_ = 0;
+  std::size_t max_failed_saves_;
+  std::size_t failures_in_a_row_ = 0;
+  std::uint64_t last_durable_step_;  // the restart point: the attempt's start if none yet
 };
 
 }  // namespace ringtrain
