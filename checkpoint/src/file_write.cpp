@@ -2,6 +2,11 @@
 // entry with its xxh3 attribute; then close and fsync (HDF5 never fsyncs). Rank 0 only. The
 // layout is documented in file.hpp.
 //
+// HDF5 builds the file in memory (the core driver) and this code writes its image to disk
+// with plain write(2). A disk that is full, an I/O error or a file size limit then fails our
+// write, which leaves nothing open: when HDF5's own write fails, it cannot close the file
+// (the flush at close fails again) and crashes when the process exits.
+//
 // Every HDF5 call runs on the calling thread (Debian's HDF5 is not thread-safe). The xxh3
 // checksums are pure CPU work on the tree's memory, so for trees of 512 KiB and more a second
 // thread computes them while this one writes the data; the attributes are written once both
@@ -43,6 +48,9 @@ namespace {
 // xxh3 runs at ~10 GB/s here and a thread costs ~50 µs to start and join: hashing 512 KiB
 // inline takes about as long as starting the thread.
 constexpr std::uint64_t kHashThreadMinBytes = std::uint64_t{512} << 10;
+// Room for HDF5's own structures (object headers, attributes, B-trees) beyond the arrays'
+// bytes, so that the in-memory file rarely grows during a save.
+constexpr std::size_t kMetadataAllowance = std::size_t{256} << 10;
 
 // A string as a fixed-length HDF5 string; HDF5 cannot have a 0-byte type, so "" is one NUL.
 std::string padded(const std::string& text) {
@@ -188,8 +196,10 @@ void write_file(const std::filesystem::path& path, const Header& header, const S
   const detail::QuietErrors quiet;
   std::string where = "creating the file";
   std::vector<detail::TocEntry> toc;
+  std::string_view image;  // the whole file, built in memory by HDF5, written to disk by us
   try {
-    File file = File::create(path, sealed ? detail::kSealBytes : 0);
+    const std::size_t userblock = sealed ? detail::kSealBytes : 0;
+    File file = File::create_in_memory(path, userblock, tree.payload_bytes() + kMetadataAllowance);
     {
       GroupHandle root = file.root();
       where = "writing the root attributes";
@@ -232,10 +242,11 @@ void write_file(const std::filesystem::path& path, const Header& header, const S
       if (sealed) toc = table_of_contents(entries, checksums);
     }  // every group and dataset is closed here, before the file
     where = "closing the file";
-    file.close("H5Fclose");
+    image = file.close_in_memory();
   } catch (const detail::Hdf5Error& error) {
     throw CheckpointError(path, where + ": " + error.what(), error.stack());
   }
+  detail::write_unsynced(path, image);
   if (sealed) {
     const std::size_t count = toc.size();
     detail::write_seal(path, detail::toc_digest(std::move(toc)), count, key);

@@ -2,6 +2,9 @@
 // error stack captured right away (the next HDF5 call would clear it).
 #include "hdf5_handle.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace ringtrain::checkpoint::detail {
@@ -397,6 +400,82 @@ File File::create(const std::filesystem::path& path, hsize_t userblock_bytes) {
   return File(
       check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.id(), access.id()), "H5Fcreate"),
       H5Fclose);
+}
+
+namespace {
+
+// The memory of the in-memory file (the core driver's buffer, through HDF5's file image
+// callbacks). It outlives the file: HDF5 "frees" it at close, after its final flush, and the
+// bytes are then read back. It is kept from one save to the next, so that a save does not
+// fault in fresh pages. HDF5 runs on one thread, and one in-memory file exists at a time.
+struct CoreImage {
+  void* data = nullptr;
+  std::size_t capacity = 0;
+};
+CoreImage core_image;
+
+void* image_malloc(std::size_t size, H5FD_file_image_op_t, void*) { return std::malloc(size); }
+void* image_memcpy(void* to, const void* from, std::size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(to, from, size);
+}
+// The driver's buffer grows through here (it starts as a null pointer).
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto& image = *static_cast<CoreImage*>(udata);
+  if (ptr != nullptr && ptr != image.data) return std::realloc(ptr, size);
+  if (size > image.capacity) {
+    void* grown = std::realloc(image.data, size);
+    if (grown == nullptr) return nullptr;
+    image.data = grown;
+    image.capacity = size;
+  }
+  return image.data;
+}
+herr_t image_free(void* ptr, H5FD_file_image_op_t, void* udata) {
+  if (ptr != static_cast<CoreImage*>(udata)->data) std::free(ptr);
+  return 0;
+}
+void* udata_copy(void* udata) { return udata; }
+herr_t udata_free(void*) { return 0; }
+
+// Superblock version 2: signature (8), version, sizes of offsets and lengths, flags (4), base
+// address (8), extension address (8), then the end-of-file address.
+constexpr std::size_t kSuperblockEofOffset = 28;
+
+}  // namespace
+
+File File::create_in_memory(const std::filesystem::path& name, hsize_t userblock_bytes,
+                            std::size_t expected_bytes) {
+  const PropertyList access = file_access(true);
+  constexpr std::size_t kMinIncrement = std::size_t{1} << 20;
+  check(H5Pset_fapl_core(access.id(), std::max(expected_bytes, kMinIncrement), false),
+        "H5Pset_fapl_core");
+  H5FD_file_image_callbacks_t callbacks = {image_malloc, image_memcpy, image_realloc, image_free,
+                                           udata_copy,   udata_free,   &core_image};
+  check(H5Pset_file_image_callbacks(access.id(), &callbacks), "H5Pset_file_image_callbacks");
+  PropertyList creation = PropertyList::create(H5P_FILE_CREATE);
+  if (userblock_bytes > 0) creation.set_userblock(userblock_bytes);
+  File file(check_id(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, creation.id(), access.id()),
+                     "H5Fcreate"),
+            H5Fclose);
+  file.userblock_bytes_ = userblock_bytes;
+  return file;
+}
+
+std::string_view File::close_in_memory() {
+  close("H5Fclose");
+  // The file ends where its superblock says (the buffer is larger: it grows in increments).
+  const auto* bytes = static_cast<const unsigned char*>(core_image.data);
+  constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  const std::size_t superblock = userblock_bytes_;
+  if (bytes == nullptr || core_image.capacity < superblock + kSuperblockEofOffset + 8 ||
+      std::memcmp(bytes + superblock, kSignature, sizeof kSignature) != 0 ||
+      bytes[superblock + 8] != 2)
+    throw Hdf5Error("H5Fclose (no version-2 superblock in the in-memory file)", "");
+  std::uint64_t end = 0;
+  std::memcpy(&end, bytes + superblock + kSuperblockEofOffset, sizeof end);
+  if (end < superblock || end > core_image.capacity)
+    throw Hdf5Error("H5Fclose (the in-memory file's end lies outside its memory)", "");
+  return {reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(end)};
 }
 
 File File::open_read_only(const std::filesystem::path& path) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ringtrain/checkpoint/state_tree.hpp"
@@ -189,11 +190,23 @@ class File : public Handle {
   // `userblock_bytes` at the start of the file are left to the caller (HDF5 writes zeros
   // there and starts its superblock after them).
   static File create(const std::filesystem::path& path, hsize_t userblock_bytes = 0);
+  // The same file built in memory (the core driver, no backing store): HDF5 never touches
+  // the disk, so an I/O error cannot leave the library with a file it failed to close.
+  // `name` only names it inside HDF5; `expected_bytes` sizes the first allocation. One
+  // in-memory file at a time.
+  static File create_in_memory(const std::filesystem::path& name, hsize_t userblock_bytes,
+                               std::size_t expected_bytes);
+  // Closes a file made by create_in_memory and returns its bytes as they belong on disk
+  // (the user block's zeros first); valid until the next create_in_memory.
+  std::string_view close_in_memory();
   // H5Fopen read-only, default (sec2) driver, strong close.
   static File open_read_only(const std::filesystem::path& path);
 
   GroupHandle root() const;             // H5Gopen2(file, "/")
   unsigned superblock_version() const;  // H5Fget_info2
+
+ private:
+  hsize_t userblock_bytes_ = 0;  // of an in-memory file
 };
 
 }  // namespace ringtrain::checkpoint::detail

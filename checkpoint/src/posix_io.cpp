@@ -56,7 +56,9 @@ void fsync_directory(const std::filesystem::path& dir) {
   if (::fsync(directory.fd()) != 0) fail_errno(dir, "fsync of the directory failed");
 }
 
-void write_synced(const std::filesystem::path& path, std::string_view content) {
+namespace {
+
+void write_whole(const std::filesystem::path& path, std::string_view content, bool sync) {
   Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::size_t done = 0;
   while (done < content.size()) {
@@ -65,8 +67,18 @@ void write_synced(const std::filesystem::path& path, std::string_view content) {
     if (n < 0) fail_errno(path, "write failed");
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(file.fd()) != 0) fail_errno(path, "fsync failed");
+  if (sync && ::fsync(file.fd()) != 0) fail_errno(path, "fsync failed");
   file.close(path);
+}
+
+}  // namespace
+
+void write_synced(const std::filesystem::path& path, std::string_view content) {
+  write_whole(path, content, true);
+}
+
+void write_unsynced(const std::filesystem::path& path, std::string_view content) {
+  write_whole(path, content, false);
 }
 
 void write_at(const std::filesystem::path& path, std::uint64_t offset,

@@ -20,6 +20,8 @@ void fsync_file(const std::filesystem::path& path);
 void fsync_directory(const std::filesystem::path& dir);
 // Creates or truncates `path`, writes `content`, fsyncs, closes.
 void write_synced(const std::filesystem::path& path, std::string_view content);
+// The same without the fsync (the caller fsyncs once it has finished the file).
+void write_unsynced(const std::filesystem::path& path, std::string_view content);
 // Overwrites bytes [offset, offset + bytes.size()) of an existing file (no fsync).
 void write_at(const std::filesystem::path& path, std::uint64_t offset,
               std::span<const std::byte> bytes);

@@ -318,14 +318,22 @@ std::vector<TrainOption> run_options() {
              "--mtbf); 0: only at the end",
              [](const TrainConfig& c, int) {
                if (c.checkpoint_every == "auto")
-                 require(c.mtbf_s > 0,
+                 require(c.mtbf_s > 0 || c.node_mtbf_s > 0,
                          "--checkpoint-every auto needs --mtbf SECONDS > 0 (the job's mean "
-                         "time between failures)");
+                         "time between failures) or --node-mtbf SECONDS > 0 (one host's)");
                else
                  parse_size_list(c.checkpoint_every, "--checkpoint-every");
              }),
       option("mtbf", &TrainConfig::mtbf_s,
              "the job's mean time between failures in seconds, for --checkpoint-every auto"),
+      option("node-mtbf", &TrainConfig::node_mtbf_s,
+             "one host's mean time between failures in seconds: the job's MTBF is this over "
+             "the number of hosts (instead of --mtbf)",
+             [](const TrainConfig& c, int) {
+               require(c.node_mtbf_s >= 0, "--node-mtbf: must be >= 0 seconds");
+               require(c.mtbf_s <= 0 || c.node_mtbf_s <= 0,
+                       "--mtbf and --node-mtbf: give one (the job's MTBF, or one host's)");
+             }),
       option("keep", &TrainConfig::keep, "newest checkpoints kept",
              [](const TrainConfig& c, int) {
                require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");

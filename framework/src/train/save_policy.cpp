@@ -23,6 +23,16 @@ checkpoint::SaveSchedule make_schedule(const SavePolicyOptions& options, std::ui
 
 }  // namespace
 
+JobMtbf job_mtbf(const collectives::Communicator& comm, double node_mtbf_s) {
+  double leaders = comm.local_rank() == 0 ? 1.0 : 0.0;
+  collectives::allreduce_sum(comm, std::span<double>(&leaders, 1));
+  JobMtbf job;
+  job.node_mtbf_s = node_mtbf_s;
+  job.hosts = static_cast<int>(leaders);
+  job.mtbf_s = node_mtbf_s / job.hosts;
+  return job;
+}
+
 SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& checkpointer,
                        const SavePolicyOptions& options, std::uint64_t start_step,
                        const FaultInjector& faults, Watchdog& watchdog, Trace* trace,
@@ -88,7 +98,7 @@ void SavePolicy::failed(const SaveOutcome& outcome, std::uint64_t done, Reason w
   if (failures_in_a_row_ >= max_failed_saves_)
     throw AgreedError(fmt::format(
         "{} checkpoint saves in a row failed (the last at step {}: {}); stopping. Free space "
-        "or fix the folder, then resume with --resume auto from {}",
+        "or fix the folder, then rerun with --resume auto (it restarts from {})",
         failures_in_a_row_, done, outcome.failure, restart_point));
   if (comm_.rank() == 0)
     std::fprintf(stderr,

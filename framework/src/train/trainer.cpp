@@ -119,6 +119,7 @@ class TrainingRun {
   void build_step();
   void open_run_directory();
   void resume();
+  double job_mtbf_from_hosts();
   void count_skipped(std::uint64_t step, bool applied);
   void account(const StepOutcome& outcome, std::uint64_t step);
   bool after_step(std::uint64_t step);
@@ -324,6 +325,7 @@ void TrainingRun::resume() {
   SavePolicyOptions saves;
   saves.every = config_.checkpoint_every;
   saves.mtbf_s = config_.mtbf_s;
+  if (config_.node_mtbf_s > 0) saves.mtbf_s = job_mtbf_from_hosts();
   saves.first_auto_save_steps = config_.log_every;
   saves.max_failed_saves = config_.max_failed_saves;
   saves_ = std::make_unique<SavePolicy>(comm_, *checkpointer_, saves, start_step_, faults_,
@@ -354,6 +356,20 @@ TrainResults TrainingRun::train() {
 
 // Every rank skipped the step together (a gradient was not finite somewhere); too many in
 // a row means the run diverged.
+// --node-mtbf: the job's MTBF over the hosts this run spans, printed and recorded.
+double TrainingRun::job_mtbf_from_hosts() {
+  const JobMtbf job = job_mtbf(comm_, config_.node_mtbf_s);
+  say(fmt::format("job MTBF mu = node MTBF {:.6g} s / {} host{} = {:.6g} s", job.node_mtbf_s,
+                  job.hosts, job.hosts == 1 ? "" : "s", job.mtbf_s));
+  if (run_dir_)
+    run_dir_->append_metrics({{"step", progress_.step},
+                              {"job_mtbf",
+                               {{"node_mtbf_s", job.node_mtbf_s},
+                                {"hosts", job.hosts},
+                                {"mtbf_s", job.mtbf_s}}}});
+  return job.mtbf_s;
+}
+
 void TrainingRun::count_skipped(std::uint64_t step, bool applied) {
   if (applied) {
     progress_.nonfinite_in_a_row = 0;

@@ -78,6 +78,7 @@ struct TrainConfig {
   std::string checkpoint_every =
       "0";                     // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
   double mtbf_s = 0.0;         // job mean time between failures, for "auto"
+  double node_mtbf_s = 0.0;    // one host's MTBF: the job's is this over the hosts (instead of mtbf)
   std::size_t keep = 3;        // newest checkpoints kept
   std::size_t max_failed_saves = 3;  // periodic saves that may fail in a row before the run stops
   std::string checkpoint_key;  // MAC key file; empty: $RINGTRAIN_CHECKPOINT_KEY_FILE, else unsigned

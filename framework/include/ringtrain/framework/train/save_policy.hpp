@@ -38,6 +38,17 @@ struct SavePolicyOptions {
   std::size_t max_failed_saves = 3;  // --max-failed-saves: periodic failures in a row tolerated
 };
 
+// The job's MTBF from one host's (--node-mtbf). A job on H hosts stops when any host fails;
+// with independent, exponentially distributed failures the first of H comes after
+// μ_job = μ_node / H on average. H counts the shared-memory domains MPI reports (the ranks
+// with local rank 0). Collective.
+struct JobMtbf {
+  double node_mtbf_s = 0.0;
+  int hosts = 1;
+  double mtbf_s = 0.0;  // node_mtbf_s / hosts
+};
+JobMtbf job_mtbf(const collectives::Communicator& comm, double node_mtbf_s);
+
 class SavePolicy {
  public:
   // run_dir: rank 0's run directory (null on other ranks). trace may be null. start_step:
