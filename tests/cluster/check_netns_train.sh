@@ -4,7 +4,8 @@
 # the same steps as two ranks on one host, and the final checkpoints are bitwise equal
 # (`ringtrain inspect --compare --rtol 0` and h5diff), as are the logged losses. The cluster
 # run must really have been spread: one rank per node in its manifest, and host 0's eth0 sent
-# at least the ring's bytes (M per step at N = 2). Exit 77 (skipped) where namespaces cannot
+# at least the ring's bytes (M per step at N = 2). --node-mtbf counts the hosts: the job's MTBF
+# in metrics.jsonl is the node's on one host and half of it on two. Exit 77 (skipped) where namespaces cannot
 # be made (not root, no `ip`).
 set -u
 cluster=$1 ringtrain=$2 mpiexec=$3
@@ -15,7 +16,7 @@ fail() { echo "FAIL: $*"; for f in *.log; do echo "--- $f"; tail -8 "$f"; done; 
 export MPIEXEC_TIMEOUT=40
 steps=12
 args=(train --model mlp --global-batch 128 --steps "$steps" --no-eval --log-every 2
-      --checkpoint-every 6 --blas-threads 1 --quiet)
+      --checkpoint-every 6 --blas-threads 1 --node-mtbf 1000 --quiet)
 
 "$mpiexec" -n 2 "$ringtrain" "${args[@]}" --run-dir one-host >one-host.log 2>&1 ||
   fail "the one-host run failed"
@@ -34,6 +35,16 @@ parameters=$(grep -o '"parameters": *[0-9]*' two-hosts/manifest.json | grep -o '
 tx=$(cat host0-tx-bytes)
 ((tx >= steps * parameters * 4)) ||
   fail "host 0 sent $tx bytes on eth0, less than $steps steps x $((parameters * 4)) gradient bytes"
+
+# The job_mtbf record of run directory $1: "hosts mtbf_s".
+job_mtbf() {
+  python3 -c '
+import json, sys
+r = [r["job_mtbf"] for r in map(json.loads, open(sys.argv[1])) if "job_mtbf" in r]
+print(r[0]["hosts"], r[0]["mtbf_s"]) if len(r) == 1 else print("none")' "$1/metrics.jsonl"
+}
+[[ $(job_mtbf one-host) == "1 1000.0" ]] || fail "one host: job MTBF $(job_mtbf one-host), expected 1 host, 1000 s"
+[[ $(job_mtbf two-hosts) == "2 500.0" ]] || fail "two hosts: job MTBF $(job_mtbf two-hosts), expected 2 hosts, 500 s"
 
 last=$(cat one-host/checkpoints/LATEST)
 [[ $last == $(cat two-hosts/checkpoints/LATEST) ]] || fail "LATEST differs"

@@ -15,15 +15,17 @@
 set -u
 ringtrain=$1 mpiexec=$2 n=$3
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cd "$work"
+cd "$work" || exit 1
 fail() { echo "FAIL: $*"; for f in *.log; do echo "--- $f"; tail -8 "$f"; done; exit 1; }
 export MPIEXEC_TIMEOUT=120
 run=(--model mlp --mlp-hidden 64 --global-batch 32 --no-eval --log-every 5 --keep 1000
      --checkpoint-every auto)
 "$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" --steps 200 --mtbf 0.032 --test-step-s 0.001 \
   --test-save-cost-s 0.001,0.001,0.001,0.01 --run-dir A >a.log 2>&1 || fail "run A failed"
-"$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" --steps 30 --mtbf 0.5 \
+# Run B gives one host's MTBF: on this one host the job's is the same, 0.5 s.
+"$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" --steps 30 --node-mtbf 0.5 \
   --run-dir B >b.log 2>&1 || fail "run B failed"
+grep -q "job MTBF mu = node MTBF 0.5 s / 1 host = 0.5 s" b.log || fail "no job MTBF line"
 
 python3 - <<'EOF' || fail "see above"
 import json, math, os, re, sys
@@ -78,6 +80,8 @@ check(len(shown) == 2 and all(same_as_printed(p, s) for (_, p), s in zip(plans, 
 
 # --- run B: measured cost and step time ---
 b = records("B")
+check([r["job_mtbf"] for r in b if "job_mtbf" in r] == [{"node_mtbf_s": 0.5, "hosts": 1, "mtbf_s": 0.5}],
+      "run B does not record the job MTBF derived from --node-mtbf")
 plans = [(r["step"], r["interval_plan"]) for r in b if "interval_plan" in r]
 saves = [r for r in b if "checkpoint_s" in r]
 print("B plans:", [(p, q["cost_s"], q["step_s"], q["tau_s"], q["every_steps"]) for p, q in plans])
