@@ -354,8 +354,6 @@ TrainResults TrainingRun::train() {
   return results_;
 }
 
-// Every rank skipped the step together (a gradient was not finite somewhere); too many in
-// a row means the run diverged.
 // --node-mtbf: the job's MTBF over the hosts this run spans, printed and recorded.
 double TrainingRun::job_mtbf_from_hosts() {
   const JobMtbf job = job_mtbf(comm_, config_.node_mtbf_s);
@@ -370,6 +368,8 @@ double TrainingRun::job_mtbf_from_hosts() {
   return job.mtbf_s;
 }
 
+// Every rank skipped the step together (a gradient was not finite somewhere); too many in
+// a row means the run diverged.
 void TrainingRun::count_skipped(std::uint64_t step, bool applied) {
   if (applied) {
     progress_.nonfinite_in_a_row = 0;
