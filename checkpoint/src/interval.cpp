@@ -45,6 +45,7 @@ SaveSchedule SaveSchedule::young_daly(double mtbf_s, std::uint64_t start_step,
   schedule.auto_ = true;
   schedule.mtbf_s_ = mtbf_s;
   schedule.next_due_ = start_step + first_save_steps;
+  schedule.first_save_steps_ = first_save_steps;
   return schedule;
 }
 
@@ -62,6 +63,10 @@ std::optional<IntervalPlan> SaveSchedule::saved(std::uint64_t done, double cost_
   }
   next_due_ = done + plan_->every_steps;
   return replanned;
+}
+
+void SaveSchedule::failed(std::uint64_t done) {
+  if (auto_) next_due_ = done + (plan_ ? plan_->every_steps : first_save_steps_);
 }
 
 }  // namespace ringtrain::checkpoint

@@ -107,3 +107,26 @@ TEST_CASE(
   CHECK_THROWS_AS(SaveSchedule::young_daly(0.0, 0, 5), CheckpointError);
   CHECK_THROWS_AS(SaveSchedule::young_daly(100.0, 0, 0), CheckpointError);
 }
+
+TEST_CASE("Young/Daly schedule: a failed save is retried one interval later",
+          "[checkpoint][interval]") {
+  // Before any plan, the retry waits the first save's delay again.
+  SaveSchedule schedule = SaveSchedule::young_daly(100.0, 0, 5);
+  REQUIRE(schedule.due(5));
+  schedule.failed(5);
+  CHECK_FALSE(schedule.plan().has_value());
+  CHECK_FALSE(schedule.due(5));
+  CHECK_FALSE(schedule.due(9));
+  CHECK(schedule.due(10));
+  // With a plan (C = 0.5 s, μ = 100 s, s = 0.5 s: 20 steps), one interval.
+  schedule.saved(10, 0.5, 0.5);
+  REQUIRE(schedule.due(30));
+  schedule.failed(30);
+  CHECK(schedule.plan()->every_steps == 20);
+  CHECK_FALSE(schedule.due(30));
+  CHECK(schedule.due(50));
+  // A fixed schedule keeps its multiples of K.
+  SaveSchedule fixed = SaveSchedule::every(10);
+  fixed.failed(10);
+  CHECK(fixed.due(20));
+}

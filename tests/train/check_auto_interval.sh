@@ -12,6 +12,9 @@
 #    rank's, so at least rank 0's own) and the measured step time. These vary from run to
 #    run, so the check is consistency: the recorded plan is the Young/Daly arithmetic of its
 #    recorded C, μ and step time, and the printed line says the same.
+# C. As A, but the saves after steps 5 and 18 fail (--test-fail-save-steps): each is retried
+#    one interval later (5 steps before any plan, then the plan's 8), so durable saves come
+#    after steps 10, 26, 34, 42 (the fourth durable save drifts: 25 steps) and at the end, 60.
 set -u
 ringtrain=$1 mpiexec=$2 n=$3
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -26,6 +29,9 @@ run=(--model mlp --mlp-hidden 64 --global-batch 32 --no-eval --log-every 5 --kee
 "$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" --steps 30 --node-mtbf 0.5 \
   --run-dir B >b.log 2>&1 || fail "run B failed"
 grep -q "job MTBF mu = node MTBF 0.5 s / 1 host = 0.5 s" b.log || fail "no job MTBF line"
+"$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" --steps 60 --mtbf 0.032 --test-step-s 0.001 \
+  --test-save-cost-s 0.001,0.001,0.001,0.01 --test-fail-save-steps 5,18 --run-dir C >c.log 2>&1 ||
+  fail "run C failed"
 
 python3 - <<'EOF' || fail "see above"
 import json, math, os, re, sys
@@ -103,6 +109,15 @@ for prev, this in zip(saves, saves[1:]):
 check(len(printed_plans("b.log")) == len(plans) and
       all(same_as_printed(p, s) for (_, p), s in zip(plans, printed_plans("b.log"))),
       "plans printed and recorded differ")
+# --- run C: failed saves are retried one interval later ---
+c = records("C")
+failed = [r["step"] for r in c if "save_failed" in r]
+durable = [r["step"] for r in c if "checkpoint_s" in r and "save_failed" not in r]
+plans = [(r["step"], r["interval_plan"]["every_steps"]) for r in c if "interval_plan" in r]
+print("C failed:", failed, "durable:", durable, "plans:", plans)
+check(failed == [5, 18], f"failed saves at {failed}, expected [5, 18]")
+check(durable == [10, 26, 34, 42, 60], f"durable saves at {durable}, expected [10, 26, 34, 42, 60]")
+check(plans == [(10, 8), (42, 25)], f"plans {plans}, expected [(10, 8), (42, 25)]")
 print("ok")
 EOF
 echo "ok: $(grep -m1 -o 'checkpoint interval.*' a.log)"

@@ -84,6 +84,7 @@ double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uin
 void SavePolicy::failed(const SaveOutcome& outcome, std::uint64_t done, Reason why,
                         nlohmann::json& record) {
   ++failures_in_a_row_;
+  schedule_.failed(done);
   record["save_failed"] = outcome.failure;
   record["failures_in_a_row"] = failures_in_a_row_;
   if (run_dir_) run_dir_->append_metrics(record);

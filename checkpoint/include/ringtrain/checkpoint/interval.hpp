@@ -14,7 +14,8 @@
 // The first save happens after `first_save_steps` steps (a cost must be measured before it
 // can be planned); each save's cost is compared with the one the plan used, and a cost
 // that drifted by more than kDriftFactor either way re-plans τ. The next save is due one
-// interval after the last save.
+// interval after the last save, whether it succeeded or failed (a failed save is retried
+// one interval later, or `first_save_steps` later if no save has planned one yet).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,10 @@ class SaveSchedule {
   // after `done`.
   std::optional<IntervalPlan> saved(std::uint64_t done, double cost_s, double step_s);
 
+  // Tell the schedule that the periodic save after step `done` failed: its cost is not a
+  // measurement of C, and the next save is due one interval (or `first_save_steps`) later.
+  void failed(std::uint64_t done);
+
   // The plan in force (nullopt before the first save, or for a fixed schedule).
   const std::optional<IntervalPlan>& plan() const { return plan_; }
 
@@ -65,6 +70,7 @@ class SaveSchedule {
   double mtbf_s_ = 0.0;
   std::uint64_t every_ = 0;     // fixed: K
   std::uint64_t next_due_ = 0;  // auto: the step after which the next save is due
+  std::uint64_t first_save_steps_ = 0;  // auto: the delay of a save before any plan
   std::optional<IntervalPlan> plan_;
 };
 

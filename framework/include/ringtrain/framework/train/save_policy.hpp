@@ -11,8 +11,8 @@
 //
 // A periodic save that fails (disk full, I/O error, file size limit) does not stop the run:
 // rank 0 reports it on stderr and in metrics.jsonl ("save_failed"), the previous durable
-// checkpoint stays the restart point, and the planner does not take the failed save's cost
-// for C. After --max-failed-saves failures in a row the run stops (AgreedError). A save at
+// checkpoint stays the restart point, the planner does not take the failed save's cost
+// for C, and (in auto mode) the next save is due one interval later. After --max-failed-saves failures in a row the run stops (AgreedError). A save at
 // the end or at a stop signal must be durable: if it fails, the run stops at once.
 #pragma once
 
