@@ -124,7 +124,20 @@ void StateTree::put(Group group, std::string_view name, Value value) {
 
 void StateTree::put_array(Group group, std::string_view name, Dims shape,
                           std::span<const float> values) {
-  put_array(group, name, std::move(shape), std::vector<float>(values.begin(), values.end()));
+  std::vector<float> storage;
+  if (!spare_.empty()) {
+    storage = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  storage.assign(values.begin(), values.end());
+  put_array(group, name, std::move(shape), std::move(storage));
+}
+
+void StateTree::reuse_storage(StateTree&& old) {
+  spare_.clear();
+  for (auto it = old.entries_.rbegin(); it != old.entries_.rend(); ++it)
+    if (auto* array = std::get_if<FloatArray>(&it->value)) spare_.push_back(std::move(array->values));
+  old = StateTree();
 }
 
 void StateTree::put_array(Group group, std::string_view name, Dims shape,

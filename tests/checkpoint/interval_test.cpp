@@ -130,3 +130,27 @@ TEST_CASE("Young/Daly schedule: a failed save is retried one interval later",
   fixed.failed(10);
   CHECK(fixed.due(20));
 }
+
+TEST_CASE("Young/Daly with a persist latency: waste C/tau + (tau/2 + L)/mu, tau kept >= L",
+          "[checkpoint][interval]") {
+  // C = 1 ms, μ = 32 ms: √(2Cμ) = 8 ms. L = 2 ms leaves τ alone and adds L/μ to the waste.
+  const IntervalPlan short_l = young_daly(0.001, 0.032, 0.001, 0.002);
+  CHECK(short_l.tau_s == Approx(0.008));
+  CHECK(short_l.every_steps == 8);
+  CHECK(short_l.predicted_overhead == Approx(0.001 / 0.008 + (0.004 + 0.002) / 0.032));
+  // L = 20 ms > 8 ms: τ = L, 20 steps.
+  const IntervalPlan long_l = young_daly(0.001, 0.032, 0.001, 0.020);
+  CHECK(long_l.tau_s == 0.020);
+  CHECK(long_l.every_steps == 20);
+  CHECK(long_l.predicted_overhead == Approx(0.001 / 0.020 + (0.010 + 0.020) / 0.032));
+  CHECK_THROWS_AS(young_daly(0.001, 0.032, 0.001, -1.0), CheckpointError);
+  // The schedule re-plans once a measured latency exceeds the plan's τ.
+  SaveSchedule schedule = SaveSchedule::young_daly(0.032, 0, 5);
+  REQUIRE(schedule.saved(5, 0.001, 0.001, 0.0).has_value());
+  CHECK(schedule.due(13));
+  CHECK_FALSE(schedule.saved(13, 0.001, 0.001, 0.007).has_value());
+  const auto replanned = schedule.saved(21, 0.001, 0.001, 0.020);
+  REQUIRE(replanned.has_value());
+  CHECK(replanned->every_steps == 20);
+  CHECK(schedule.due(41));
+}

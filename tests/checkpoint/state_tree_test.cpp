@@ -100,3 +100,30 @@ TEST_CASE("group names and entry paths", "[checkpoint][tree]") {
   CHECK(to_string(Dims{}) == "()");
   CHECK(to_string(Dims{1024, 785}) == "(1024, 785)");
 }
+
+TEST_CASE("a tree refilled from an old one's storage holds the new values in the old buffers",
+          "[checkpoint][tree]") {
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8};
+  StateTree old;
+  old.put_array(Group::kModel, "w", {2, 3}, std::span<const float>(a));
+  old.put_u64(Group::kSchedule, "step", 1);
+  old.put_array(Group::kOptimizer, "w/m", {2}, std::span<const float>(b));
+  const float* w_storage = old.array(Group::kModel, "w").values.data();
+  const float* m_storage = old.array(Group::kOptimizer, "w/m").values.data();
+
+  StateTree fresh;
+  fresh.reuse_storage(std::move(old));
+  CHECK(old.size() == 0);
+  const std::vector<float> a2 = {6, 5, 4, 3, 2, 1}, b2 = {9, 10};
+  fresh.put_array(Group::kModel, "w", {2, 3}, std::span<const float>(a2));
+  fresh.put_u64(Group::kSchedule, "step", 2);
+  fresh.put_array(Group::kOptimizer, "w/m", {2}, std::span<const float>(b2));
+  CHECK(fresh.array(Group::kModel, "w").values == a2);
+  CHECK(fresh.array(Group::kOptimizer, "w/m").values == b2);
+  CHECK(fresh.u64(Group::kSchedule, "step") == 2);
+  CHECK(fresh.array(Group::kModel, "w").values.data() == w_storage);
+  CHECK(fresh.array(Group::kOptimizer, "w/m").values.data() == m_storage);
+  // More arrays than the old tree had: the extra ones get new storage.
+  fresh.put_array(Group::kModel, "b", {2}, std::span<const float>(b2));
+  CHECK(fresh.array(Group::kModel, "b").values == b2);
+}

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <stdexcept>
 
 #include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/contained.hpp"
@@ -44,49 +45,95 @@ const checkpoint::MacKey* Checkpointer::key() const {
   return key_ ? &*key_ : nullptr;
 }
 
-SaveOutcome Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
-  const double start = now_s();
-  const bool writer = comm_.rank() == 0;
-  const std::uint64_t step = state.progress.step;
-  std::filesystem::path partial;
-  std::string error;
+Checkpointer::~Checkpointer() {
+  // An exception left a save in flight: let it finish, so its files end consistent.
+  if (writer_.joinable()) writer_.join();
+}
+
+Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::uint64_t epoch) {
+  Snapshot snap;
+  snap.start_s = now_s();
   // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp).
   const std::vector<FullOptimizerState> gathered = gather_optimizer_state(comm_, state);
-  if (writer) {
-    try {
-      checkpoint::Header header;
-      header.step = step;
-      header.epoch = epoch;
-      header.world_size = comm_.size();
-      header.config_json = config_json_;
-      partial = checkpoint::write_partial(dir_, step, header, capture(state, gathered), key());
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  snap.header.step = state.progress.step;
+  snap.header.epoch = epoch;
+  snap.header.world_size = comm_.size();
+  if (comm_.rank() == 0) {
+    snap.header.config_json = config_json_;
+    snap.tree = capture(state, gathered, &spare_tree_);
   }
-  bool written = all_agree(comm_, error.empty());
-  if (writer && written) {
-    try {
-      const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
-      checkpoint::update_latest(dir_, final_path.filename());
-      checkpoint::prune(dir_, keep_);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  return snap;
+}
+
+std::string Checkpointer::persist(const Snapshot& snap) const {
+  std::string error;
+  try {
+    const std::filesystem::path partial =
+        checkpoint::write_partial(dir_, snap.header.step, snap.header, snap.tree, key());
+    const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
+    checkpoint::update_latest(dir_, final_path.filename());
+    checkpoint::prune(dir_, keep_);
+    return error;
+  } catch (const std::exception& e) {
+    error = e.what();
   }
+  try {
+    checkpoint::remove_partial(dir_, snap.header.step);
+  } catch (const std::exception& e) {
+    error += std::string("; ") + e.what();
+  }
+  return error;
+}
+
+SaveOutcome Checkpointer::agree(std::uint64_t step, const std::string& error,
+                                double persist_s) const {
+  // One allreduce: did rank 0 fail, and its persist time (the others contribute 0).
+  double facts[2] = {error.empty() ? 0.0 : 1.0, persist_s};
+  collectives::allreduce_max(comm_, std::span<double>(facts));
+  SaveOutcome outcome;
+  outcome.step = step;
+  outcome.durable = facts[0] == 0.0;
+  outcome.persist_s = facts[1];
+  if (!outcome.durable)
+    outcome.failure = comm_.rank() == 0 ? error : "it failed on rank 0 (see its message)";
+  return outcome;
+}
+
+SaveOutcome Checkpointer::save(const TrainingState& state, std::uint64_t epoch) {
+  Snapshot snap = snapshot(state, epoch);
+  const std::string error = comm_.rank() == 0 ? persist(snap) : std::string();
+  spare_tree_ = std::move(snap.tree);
   // The other ranks wait here for the commit, rather than in the next step's collective: the
   // save then costs every rank the same time, and every rank knows whether it is durable.
-  const bool durable = written && all_agree(comm_, error.empty());
-  if (writer && !durable) {
-    try {
-      checkpoint::remove_partial(dir_, step);
-    } catch (const std::exception& e) {
-      error += std::string("; ") + e.what();
-    }
+  SaveOutcome outcome = agree(snap.header.step, error, now_s() - snap.start_s);
+  outcome.blocked_s = now_s() - snap.start_s;
+  return outcome;
+}
+
+double Checkpointer::start_save(const TrainingState& state, std::uint64_t epoch) {
+  if (in_flight_) throw std::logic_error("Checkpointer::start_save with a save in flight");
+  in_flight_snapshot_ = snapshot(state, epoch);
+  in_flight_ = true;
+  const double blocked_s = now_s() - in_flight_snapshot_.start_s;
+  if (comm_.rank() == 0) {
+    writer_error_.clear();
+    writer_ = std::thread([this] {
+      writer_error_ = persist(in_flight_snapshot_);
+      writer_persist_s_ = now_s() - in_flight_snapshot_.start_s;
+    });
   }
-  SaveOutcome outcome;
-  outcome.durable = durable;
-  if (!durable) outcome.failure = writer ? error : "it failed on rank 0 (see its message)";
+  return blocked_s;
+}
+
+SaveOutcome Checkpointer::finish_save() {
+  if (!in_flight_) throw std::logic_error("Checkpointer::finish_save without a save in flight");
+  const double start = now_s();
+  if (writer_.joinable()) writer_.join();
+  in_flight_ = false;
+  spare_tree_ = std::move(in_flight_snapshot_.tree);
+  const bool writer = comm_.rank() == 0;
+  SaveOutcome outcome = agree(in_flight_snapshot_.header.step, writer ? writer_error_ : std::string(),
+                              writer ? writer_persist_s_ : 0.0);
   outcome.blocked_s = now_s() - start;
   return outcome;
 }

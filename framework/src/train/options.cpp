@@ -345,6 +345,10 @@ std::vector<TrainOption> run_options() {
                require(c.max_failed_saves >= 1,
                        "--max-failed-saves 0: must be >= 1 (1 stops at the first failure)");
              }),
+      option("checkpoint-async", &TrainConfig::checkpoint_async,
+             "periodic saves block training for a snapshot of the state only; rank 0 writes "
+             "the file on a writer thread while training goes on (saves at the end and at a "
+             "stop signal stay synchronous)"),
       option("checkpoint-key", &TrainConfig::checkpoint_key,
              "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
              "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),

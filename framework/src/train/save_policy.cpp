@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdio>
 
 #include "ringtrain/collectives/small.hpp"
@@ -40,6 +41,7 @@ SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& chec
     : comm_(comm),
       checkpointer_(checkpointer),
       auto_(options.every == "auto"),
+      async_(options.async),
       schedule_(make_schedule(options, start_step)),
       faults_(faults),
       watchdog_(watchdog),
@@ -54,35 +56,83 @@ SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& chec
 double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch,
                         Reason why, double step_s) {
   watchdog_.enter("checkpoint save", done);
-  faults_.before_save(comm_.rank(), done);
   const double t0 = now_s();
+  if (checkpointer_.in_flight()) settle(checkpointer_.finish_save());  // may throw
+  faults_.before_save(comm_.rank(), done);
+  if (async_ && why == Reason::kInterval) {
+    checkpointer_.start_save(state, epoch);
+    const double blocked_s = now_s() - t0;  // the wait for the previous save counts
+    if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
+    watchdog_.leave();
+    in_flight_blocked_s_ = blocked_s;
+    if (auto_) {
+      const std::array<double, 2> agreed = agree_cost(blocked_s, step_s);
+      in_flight_agreed_cost_s_ = agreed[0];
+      plan_interval(done, agreed);
+    }
+    return blocked_s;
+  }
   const SaveOutcome outcome = checkpointer_.save(state, epoch);
+  const double blocked_s = now_s() - t0;
   if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
   watchdog_.leave();
-  const char* reason = why == Reason::kEnd ? "end" : why == Reason::kSignal ? "signal" : "interval";
-  nlohmann::json record = {{"step", done},
-                           {"checkpoint_s", outcome.blocked_s},
-                           {"blocking_s", outcome.blocked_s},
-                           {"persist_s", outcome.blocked_s},
-                           {"reason", reason}};
+  nlohmann::json record = save_record(outcome, why, blocked_s);
   if (!outcome.durable) {
-    failed(outcome, done, why, record);
-    return outcome.blocked_s;
+    failed(outcome, why, record);
+    return blocked_s;
   }
   failures_in_a_row_ = 0;
   last_durable_step_ = done;
-  if (auto_)
-    plan_interval(done, outcome.blocked_s, step_s, record);
-  else if (run_dir_)
+  if (auto_) {
+    // The record comes first, the plan it leads to second.
+    const std::array<double, 2> agreed = agree_cost(blocked_s, step_s);
+    record["agreed_cost_s"] = agreed[0];
+    if (run_dir_) run_dir_->append_metrics(record);
+    plan_interval(done, agreed);
+  } else if (run_dir_) {
     run_dir_->append_metrics(record);
+  }
   ++saves_done_;
-  return outcome.blocked_s;
+  return blocked_s;
+}
+
+void SavePolicy::finish() {
+  if (!checkpointer_.in_flight()) return;
+  watchdog_.enter("checkpoint save (waiting for the save in flight)", last_durable_step_);
+  settle(checkpointer_.finish_save());
+  watchdog_.leave();
+}
+
+// The asynchronous save in flight is done: its record, and a failure's consequences.
+void SavePolicy::settle(const SaveOutcome& outcome) {
+  nlohmann::json record = save_record(outcome, Reason::kInterval, in_flight_blocked_s_);
+  record["async"] = true;
+  if (auto_) record["agreed_cost_s"] = in_flight_agreed_cost_s_;
+  if (!outcome.durable) {
+    failed(outcome, Reason::kInterval, record);
+    return;
+  }
+  failures_in_a_row_ = 0;
+  last_durable_step_ = outcome.step;
+  latency_s_ = outcome.persist_s;
+  if (run_dir_) run_dir_->append_metrics(record);
+  ++saves_done_;
+}
+
+nlohmann::json SavePolicy::save_record(const SaveOutcome& outcome, Reason why,
+                                       double blocked_s) const {
+  const char* reason = why == Reason::kEnd ? "end" : why == Reason::kSignal ? "signal" : "interval";
+  return {{"step", outcome.step},
+          {"checkpoint_s", blocked_s},
+          {"blocking_s", blocked_s},
+          {"persist_s", outcome.persist_s},
+          {"reason", reason}};
 }
 
 // A save that is not durable: reported and recorded; fatal at the end, at a signal, or
 // after too many in a row.
-void SavePolicy::failed(const SaveOutcome& outcome, std::uint64_t done, Reason why,
-                        nlohmann::json& record) {
+void SavePolicy::failed(const SaveOutcome& outcome, Reason why, nlohmann::json& record) {
+  const std::uint64_t done = outcome.step;
   ++failures_in_a_row_;
   schedule_.failed(done);
   record["save_failed"] = outcome.failure;
@@ -109,28 +159,41 @@ void SavePolicy::failed(const SaveOutcome& outcome, std::uint64_t done, Reason w
                  restart_point.c_str(), failures_in_a_row_, max_failed_saves_);
 }
 
-// Young/Daly: the ranks agree on C and s, and the schedule re-plans τ when C drifted.
-void SavePolicy::plan_interval(std::uint64_t done, double cost_s, double step_s,
-                               nlohmann::json& record) {
-  double agreed[2] = {cost_s, step_s};
+// The ranks agree on C and s (MAX: a save costs as much as its slowest rank, a step too);
+// the test hooks may fix either.
+std::array<double, 2> SavePolicy::agree_cost(double cost_s, double step_s) const {
+  std::array<double, 2> agreed = {cost_s, step_s};
   collectives::allreduce_max(comm_, std::span<double>(agreed));
   if (const auto fixed = faults_.save_cost_s(saves_done_)) agreed[0] = *fixed;
   if (const auto fixed = faults_.step_s()) agreed[1] = *fixed;
-  record["agreed_cost_s"] = agreed[0];
-  if (run_dir_) run_dir_->append_metrics(record);
-  const auto plan = schedule_.saved(done, agreed[0], agreed[1]);
+  return agreed;
+}
+
+// Young/Daly with the agreed {C, s}: the schedule re-plans τ when C drifted (or the persist
+// latency outgrew τ); a new plan is printed and recorded.
+void SavePolicy::plan_interval(std::uint64_t done, const std::array<double, 2>& agreed) {
+  const auto plan = schedule_.saved(done, agreed[0], agreed[1], latency_s_);
   if (!plan) return;
-  say_(
-      fmt::format("checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
-                  "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
-                  "C/tau + tau/(2 mu) = {:.4g} %",
-                  plan->cost_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
-                  100.0 * plan->predicted_overhead));
+  if (async_)
+    say_(fmt::format(
+        "checkpoint interval (Young/Daly, asynchronous): blocking cost C = {:.4g} s, persist "
+        "latency L = {:.4g} s, MTBF mu = {:.6g} s, tau = max(sqrt(2 C mu), L) = {:.4g} s = {} "
+        "steps of {:.4g} s; predicted overhead C/tau + (tau/2 + L)/mu = {:.4g} %",
+        plan->cost_s, plan->latency_s, plan->mtbf_s, plan->tau_s, plan->every_steps,
+        plan->step_s, 100.0 * plan->predicted_overhead));
+  else
+    say_(fmt::format(
+        "checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
+        "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
+        "C/tau + tau/(2 mu) = {:.4g} %",
+        plan->cost_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
+        100.0 * plan->predicted_overhead));
   if (run_dir_)
     run_dir_->append_metrics({{"step", done},
                               {"interval_plan",
                                {{"cost_s", plan->cost_s},
                                 {"mtbf_s", plan->mtbf_s},
+                                {"latency_s", plan->latency_s},
                                 {"tau_s", plan->tau_s},
                                 {"step_s", plan->step_s},
                                 {"every_steps", plan->every_steps},

@@ -328,6 +328,7 @@ void TrainingRun::resume() {
   if (config_.node_mtbf_s > 0) saves.mtbf_s = job_mtbf_from_hosts();
   saves.first_auto_save_steps = config_.log_every;
   saves.max_failed_saves = config_.max_failed_saves;
+  saves.async = config_.checkpoint_async == OnOff::kOn;
   saves_ = std::make_unique<SavePolicy>(comm_, *checkpointer_, saves, start_step_, faults_,
                                         watchdog_, trace_.get(), run_dir_.get(),
                                         [this](const std::string& m) { say(m); });

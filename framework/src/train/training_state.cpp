@@ -50,8 +50,10 @@ std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Commun
 }
 
 checkpoint::StateTree capture(const TrainingState& s,
-                              std::span<const FullOptimizerState> gathered) {
+                              std::span<const FullOptimizerState> gathered,
+                              checkpoint::StateTree* recycle) {
   checkpoint::StateTree tree;
+  if (recycle) tree.reuse_storage(std::move(*recycle));
   const ParameterStore& params = s.model.parameters();
   put_store(tree, params);
   put_store(tree, s.model.buffers());

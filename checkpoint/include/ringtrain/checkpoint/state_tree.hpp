@@ -86,6 +86,10 @@ class StateTree {
   void put_array(Group group, std::string_view name, Dims shape, std::span<const float> values);
   // Takes the vector without copying (the reader and large trees use this one).
   void put_array(Group group, std::string_view name, Dims shape, std::vector<float>&& values);
+  // Keeps the storage of `old`'s float arrays for the put_array(span) calls that follow, in
+  // their order: a tree captured again into the same layout copies without allocating (and
+  // without faulting in fresh pages). Call it on an empty tree.
+  void reuse_storage(StateTree&& old);
   void put_i64(Group group, std::string_view name, std::int64_t value);
   void put_u64(Group group, std::string_view name, std::uint64_t value);
   void put_f64(Group group, std::string_view name, double value);
@@ -114,6 +118,7 @@ class StateTree {
   const Entry& get(Group group, std::string_view name, Kind kind) const;
 
   std::vector<Entry> entries_;
+  std::vector<std::vector<float>> spare_;  // reuse_storage's vectors, taken from the back
   // Per group: name -> index into entries_.
   std::array<std::map<std::string, std::size_t, std::less<>>, kAllGroups.size()> index_;
 };

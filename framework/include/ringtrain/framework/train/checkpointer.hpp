@@ -2,13 +2,21 @@
 // resume loads. The file format and the commit steps are checkpoint/'s.
 //
 // save(), on every rank (collective):
-//   1. rank 0 captures the state and writes step-XXXXXXXX.h5.partial, fsynced
-//   2. all ranks agree that the write succeeded (one allreduce)     a failed write: no commit,
-//                                                                    the .partial is removed
+//   1. snapshot: the ranks gather a sharded optimizer state to rank 0, which copies the
+//      whole state into a tree it owns (training may change the live state after this)
+//   2. rank 0 writes step-XXXXXXXX.h5.partial, fsynced       a failed write: the .partial is
+//                                                            removed, nothing is committed
 //   3. rank 0 renames it to step-XXXXXXXX.h5 and fsyncs the folder   crash before: .partial ignored
 //   4. rank 0 moves LATEST to it (temp file + rename + fsync)        crash before: LATEST is old
 //   5. rank 0 prunes beyond the newest K                             crash during: files stay valid
-//   6. all ranks agree that steps 3-5 succeeded (one allreduce)      every rank blocks as long
+//   6. all ranks agree that steps 2-5 succeeded (one allreduce)      every rank blocks as long
+// start_save() and finish_save() split the same save in two (--checkpoint-async): start_save
+// takes the snapshot (step 1, collective) and hands steps 2-5 to a writer thread on rank 0;
+// training goes on meanwhile. finish_save (step 6, collective) waits for the writer. Only
+// one save is in flight; the writer thread makes every HDF5 call while it runs (Debian's
+// HDF5 is not thread-safe, and training makes none). A kill at any moment of the background
+// write leaves the files of steps 2-5 above, from which a resume takes the newest that
+// verifies.
 // A save that fails is reported, not thrown: the caller decides whether training goes on
 // (the previous durable checkpoint stays the restart point).
 // resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
@@ -24,6 +32,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "ringtrain/checkpoint/file.hpp"
 #include "ringtrain/checkpoint/key.hpp"
@@ -32,9 +41,11 @@
 
 namespace ringtrain {
 
-// What a save did, the same on every rank except for `failure`'s text.
+// What a save did, the same on every rank except for `failure`'s text and blocked_s.
 struct SaveOutcome {
-  double blocked_s = 0.0;  // seconds the save blocked this rank: the save cost C
+  std::uint64_t step = 0;  // the step the checkpoint holds
+  double blocked_s = 0.0;  // seconds this call blocked this rank
+  double persist_s = 0.0;  // rank 0: snapshot start to durable commit (or to the failure)
   bool durable = false;    // the checkpoint is committed and LATEST names it
   std::string failure;     // why not (rank 0's reason; the others point to rank 0)
 };
@@ -48,10 +59,24 @@ class Checkpointer {
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
                std::string config_json, const std::filesystem::path& key_file = {});
 
+  // Joins a writer thread still in flight (its outcome is not reported).
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
   // Collective. Every rank waits for rank 0's commit, so blocked_s is about the same on all.
   // If rank 0 could not write or commit, no rank throws: the outcome is not durable, and no
-  // .partial is left behind.
+  // .partial is left behind. No save may be in flight.
   SaveOutcome save(const TrainingState& state, std::uint64_t epoch);
+
+  // Collective: the snapshot of an asynchronous save; rank 0 writes it in the background.
+  // Returns the seconds it blocked this rank. No save may be in flight.
+  double start_save(const TrainingState& state, std::uint64_t epoch);
+  // True between start_save and finish_save (the same on every rank).
+  bool in_flight() const { return in_flight_; }
+  // Collective: waits until the save in flight is durable or failed; its outcome, with
+  // blocked_s the wait. Fails as save() does, without throwing.
+  SaveOutcome finish_save();
 
   // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the
   // loaded path, or nullopt if "auto" found none (a fresh start). Every rejected file is
@@ -66,6 +91,17 @@ class Checkpointer {
   bool signs() const { return key_.has_value(); }
 
  private:
+  // What a save writes: the file's header and the state, owned (rank 0's tree only).
+  struct Snapshot {
+    double start_s = 0.0;
+    checkpoint::Header header;
+    checkpoint::StateTree tree;
+  };
+  Snapshot snapshot(const TrainingState& state, std::uint64_t epoch);  // collective
+  // Rank 0: steps 2-5 of the protocol. "" if durable, else why (and the .partial is gone).
+  std::string persist(const Snapshot& snap) const;
+  // Collective: every rank learns rank 0's error and persist time.
+  SaveOutcome agree(std::uint64_t step, const std::string& error, double persist_s) const;
   const checkpoint::MacKey* key() const;  // nullptr without a key
 
   const collectives::Communicator& comm_;
@@ -73,6 +109,15 @@ class Checkpointer {
   std::size_t keep_;
   std::string config_json_;
   std::optional<checkpoint::MacKey> key_;
+  // Rank 0: the last snapshot's tree, whose storage the next one reuses.
+  checkpoint::StateTree spare_tree_;
+  // The save in flight. The snapshot, writer_error_ and writer_persist_s_ are the writer
+  // thread's until it is joined.
+  bool in_flight_ = false;
+  Snapshot in_flight_snapshot_;
+  std::thread writer_;
+  std::string writer_error_;
+  double writer_persist_s_ = 0.0;
 };
 
 }  // namespace ringtrain

@@ -14,8 +14,17 @@
 // checkpoint stays the restart point, the planner does not take the failed save's cost
 // for C, and (in auto mode) the next save is due one interval later. After --max-failed-saves failures in a row the run stops (AgreedError). A save at
 // the end or at a stop signal must be durable: if it fails, the run stops at once.
+//
+// With --checkpoint-async on, a periodic save blocks training for its snapshot only; rank 0
+// writes the file on a writer thread (checkpointer.hpp). Its outcome is learnt at the next
+// save, the end of the run or a stop signal (finish()), which wait for it: then its record
+// is appended ({..., "async": true}, persist_s the time from snapshot to durable commit)
+// and a failure counts as above. The Young/Daly plan then takes C = the blocking cost and
+// L = the last persist latency (checkpoint/interval.hpp: τ = max(√(2Cμ), L)). Saves at the
+// end and at a signal are synchronous.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -36,6 +45,7 @@ struct SavePolicyOptions {
   double mtbf_s = 0.0;      // --mtbf, for auto
   std::uint64_t first_auto_save_steps = 50;  // auto: the first, measured save after this many
   std::size_t max_failed_saves = 3;  // --max-failed-saves: periodic failures in a row tolerated
+  bool async = false;  // --checkpoint-async: periodic saves persist on a writer thread
 };
 
 // The job's MTBF from one host's (--node-mtbf). A job on H hosts stops when any host fails;
@@ -66,17 +76,26 @@ class SavePolicy {
 
   // Saves `state` after step `done`. step_s: this attempt's mean step time (the plan turns τ
   // into steps with it). Collective. Returns the seconds the save blocked this rank. Throws
-  // AgreedError when a failure is not to be tolerated (see above).
+  // AgreedError when a failure is not to be tolerated (see above). A save in flight is
+  // waited for first (the wait counts as blocking).
   double save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch, Reason why,
               double step_s);
 
+  // Collective: waits for the asynchronous save in flight, if any, and records it. Throws as
+  // save() does.
+  void finish();
+
  private:
-  void plan_interval(std::uint64_t done, double cost_s, double step_s, nlohmann::json& record);
-  void failed(const SaveOutcome& outcome, std::uint64_t done, Reason why, nlohmann::json& record);
+  std::array<double, 2> agree_cost(double cost_s, double step_s) const;
+  void plan_interval(std::uint64_t done, const std::array<double, 2>& agreed);
+  void settle(const SaveOutcome& outcome);
+  nlohmann::json save_record(const SaveOutcome& outcome, Reason why, double blocked_s) const;
+  void failed(const SaveOutcome& outcome, Reason why, nlohmann::json& record);
 
   const collectives::Communicator& comm_;
   Checkpointer& checkpointer_;
   bool auto_;
+  bool async_;
   checkpoint::SaveSchedule schedule_;
   const FaultInjector& faults_;
   Watchdog& watchdog_;
@@ -88,6 +107,9 @@ class SavePolicy {
   std::size_t max_failed_saves_;
   std::size_t failures_in_a_row_ = 0;
   std::uint64_t last_durable_step_;  // the restart point: the attempt's start if none yet
+  double latency_s_ = 0.0;  // L: the persist latency of the last asynchronous save (agreed)
+  double in_flight_blocked_s_ = 0.0;       // the save in flight: what its snapshot blocked
+  double in_flight_agreed_cost_s_ = 0.0;   // and the C it was planned with (auto)
 };
 
 }  // namespace ringtrain

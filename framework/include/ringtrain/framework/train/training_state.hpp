@@ -67,9 +67,11 @@ std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Commun
                                                        const TrainingState& state);
 
 // A sharded state needs its optimizer tensors gathered first (`gathered`, in the order of
-// optimizer.state()); throws Error otherwise. Unsharded, `gathered` is ignored.
+// optimizer.state()); throws Error otherwise. Unsharded, `gathered` is ignored. `recycle`:
+// an earlier capture whose array storage the new tree reuses (it is left empty).
 checkpoint::StateTree capture(const TrainingState& state,
-                              std::span<const FullOptimizerState> gathered = {});
+                              std::span<const FullOptimizerState> gathered = {},
+                              checkpoint::StateTree* recycle = nullptr);
 
 // Throws UsageError unless the tree was written by a run with the same data order: the same
 // seed (/data/seed, /rng/seed), training set size and global batch as `state`. The file's
