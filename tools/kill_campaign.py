@@ -5,6 +5,7 @@ bitwise the run that was never interrupted.
 Usage:
   tools/kill_campaign.py [--trials K] [--seed S] [--ranks N] [--work-dir DIR] [--keep-all]
                          [--ringtrain build/ringtrain] [--mpiexec mpiexec.mpich]
+                         [--checkpoint-async on|off]
 
 Config of every run (small and fast, ~1 s per launch here):
   train --model mlp --mlp-hidden 64 --global-batch 32 --steps 40 --no-eval --log-every 5
@@ -38,6 +39,13 @@ equal to the reference's final checkpoint, and the (step, loss) records of metri
 the reference's, same steps in the same order, no more, no less. Also checked, reported apart
 and not part of the verdict: manifest.json results.steps == 40.
 
+With --checkpoint-async on every run (reference included) writes its periodic saves in the
+background; the phases of crash-phase then happen on rank 0's writer thread while training
+goes on (the end save, step 40, stays synchronous). A trial's kill "landed during a persist"
+when the killed attempt had taken the snapshot of a save (its metrics.jsonl has the
+{"save_started": "async"} record) and LATEST did not name that save yet when the attempt
+ended: it is counted and marked per trial.
+
 Passing trial directories are deleted unless --keep-all; failing ones (and those whose manifest
 is off) are kept for inspection.
 --seed fixes every random draw (fault kinds, ranks, steps, delays); where an external kill
@@ -65,10 +73,20 @@ SAVE_EVERY = 10
 GROUPS = ("model", "optimizer", "schedule", "data", "rng")
 
 
-def train_args(log_every):
+def train_args(log_every, checkpoint_async):
     return ["--model", "mlp", "--mlp-hidden", "64", "--global-batch", "32", "--steps", str(STEPS),
             "--no-eval", "--log-every", str(log_every), "--checkpoint-every", str(SAVE_EVERY),
-            "--quiet"]
+            "--checkpoint-async", checkpoint_async, "--quiet"]
+
+
+def persist_in_flight(run_dir):
+    """The step of the asynchronous save whose background write a killed attempt left
+    unfinished (snapshot taken, LATEST not moved to it yet), or None."""
+    records = supervise.read_records(os.path.join(run_dir, "metrics.jsonl"))
+    started = [r["step"] for r in records if r.get("save_started") == "async"]
+    if not started:
+        return None
+    return started[-1] if (supervise.latest_step(run_dir) or 0) < started[-1] else None
 
 
 def losses(run_dir):
@@ -87,14 +105,22 @@ def h5_differences(a, b):
     return bad
 
 
+def is_ringtrain(pid):
+    """True if process `pid` runs a ringtrain executable. Its comm is no guide: ringtrain may
+    re-exec itself through /proc/self/exe (blas.cpp), which makes the comm "exe"."""
+    try:
+        return os.path.basename(os.readlink("/proc/%d/exe" % pid)) == "ringtrain"
+    except OSError:
+        return False
+
+
 def rank_processes(mpiexec_pid):
     """{rank: pid} of the ringtrain processes below this mpiexec."""
     out = {}
     for pid in supervise.descendants(mpiexec_pid):
         try:
-            with open("/proc/%d/comm" % pid) as f:
-                if f.read().strip() != "ringtrain":
-                    continue
+            if not is_ringtrain(pid):
+                continue
             with open("/proc/%d/environ" % pid, "rb") as f:
                 env = f.read().split(b"\0")
         except OSError:
@@ -144,11 +170,7 @@ class ExternalKiller:
         rest = self.delay - (time.monotonic() - launch)
         if rest > 0:
             time.sleep(rest)
-        try:
-            with open("/proc/%d/comm" % pid) as f:
-                alive = f.read().strip() == "ringtrain" and proc.poll() is None
-        except OSError:
-            alive = False
+        alive = is_ringtrain(pid) and proc.poll() is None
         if not alive:
             self.result["landed"] = "after exit"
             return
@@ -222,6 +244,8 @@ def main(argv):
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--max-restarts", type=int, default=4)
     p.add_argument("--timeout-per-attempt", type=float, default=120.0)
+    p.add_argument("--checkpoint-async", choices=("on", "off"), default="off",
+                   help="write periodic saves in the background (ringtrain's flag)")
     o = p.parse_args(argv)
     if o.trials < 1 or o.ranks < 1:
         p.error("--trials and --ranks must be >= 1")
@@ -234,7 +258,7 @@ def main(argv):
     work = os.path.abspath(o.work_dir or "/tmp/kill_campaign-%d-%s" % (
         o.seed, datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     os.makedirs(work, exist_ok=True)
-    args = train_args(o.log_every)
+    args = train_args(o.log_every, o.checkpoint_async)
     base = [o.mpiexec, "-n", str(o.ranks), ringtrain, "train"] + args
     print("kill campaign: %d trials, seed %d, %d ranks, work dir %s" % (o.trials, o.seed, o.ranks, work))
     print("config: %s" % " ".join(args))
@@ -266,6 +290,7 @@ def main(argv):
     by_cat = collections.defaultdict(collections.Counter)
     manifest_bad = []
     failures = []
+    during_persist = []
     for t in range(o.trials):
         fault = draw_fault(rng, o.ranks)
         if fault["kind"] == "external":
@@ -277,13 +302,20 @@ def main(argv):
         run_dir = os.path.join(tdir, "run")
         killer = ExternalKiller(fault["rank"], fault["delay"], run_dir, fault["window"] == "training") \
             if fault["kind"] == "external" else None
+        probe = {}
+
+        def before_launch(i, run_dir=run_dir, probe=probe):
+            if i == 1:  # the files as the killed attempt left them
+                probe["persist"] = persist_in_flight(run_dir)
+
         t0 = time.monotonic()
         with open(os.path.join(tdir, "output.txt"), "w") as out:
             sup = supervise.Supervisor(
                 base + ["--run-dir", run_dir], max_restarts=o.max_restarts, quiet=True,
                 attempt_args={0: fault["args"]} if fault["args"] else {},
                 ledger=os.path.join(tdir, "ledger.jsonl"), stdout=out, stderr=subprocess.STDOUT,
-                timeout_s=o.timeout_per_attempt, on_launch=killer.on_launch if killer else None)
+                timeout_s=o.timeout_per_attempt, on_launch=killer.on_launch if killer else None,
+                before_launch=before_launch)
             s = sup.run()
         for x in sup.attempts:  # clean launches from step 0 keep the timing estimates current
             if x["finished"] and x["step_restored"] == 0:
@@ -294,6 +326,9 @@ def main(argv):
         ext = killer.result if killer else None
         if ext is not None and ext.get("killed"):
             fault["kill"] = ext
+        if probe.get("persist") is not None:
+            fault["during_persist_of_step"] = probe["persist"]
+            during_persist.append(t)
         with open(os.path.join(tdir, "fault.json"), "w") as f:
             json.dump(fault, f, indent=2)
         fired = sup.attempts[0]["exit_status"] != 0
@@ -332,10 +367,12 @@ def main(argv):
         verdict = "bitwise" if not problems else "FAIL"
         tally[verdict] += 1
         by_cat[cat][verdict] += 1
-        print("trial %04d %-70s attempts %d restored %-12s %.1f s: %s%s%s" % (
+        print("trial %04d %-70s attempts %d restored %-12s %.1f s: %s%s%s%s" % (
             t, describe(fault), s["attempts"], ",".join(map(str, restored)), time.monotonic() - t0,
             verdict, "" if fired else " (no fault fired)",
-            "" if msteps == STEPS else " [manifest results.steps=%s]" % msteps), flush=True)
+            "" if msteps == STEPS else " [manifest results.steps=%s]" % msteps,
+            " [during the persist of step %d]" % probe["persist"] if t in during_persist else ""),
+            flush=True)
         for pr in problems:
             print("    " + pr, flush=True)
         if problems:
@@ -354,6 +391,11 @@ def main(argv):
             STEPS, len(manifest_bad), " ".join("%04d" % t for t in manifest_bad)))
     if failures:
         print("failing trial directories kept: %s" % " ".join(d for _, d, _ in failures))
+    if o.checkpoint_async == "on":
+        print("kills that landed during a persist (snapshot taken, LATEST not moved yet): %d "
+              "trials, %d of them resumed bitwise" % (
+                  len(during_persist), sum(1 for t in during_persist
+                                           if t not in {f for f, _, _ in failures})))
     print("time: %.1f s (%.2f s per trial)" % (elapsed, elapsed / o.trials))
     print("%d/%d resumed bitwise" % (tally["bitwise"], o.trials))
     return 0 if not failures else 1

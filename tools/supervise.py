@@ -232,7 +232,7 @@ def status_of(returncode):
 class Supervisor:
     def __init__(self, command, max_restarts=3, ledger=None, summary=None, attempt_args=None,
                  timeout_s=600.0, poll_s=0.005, stdout=None, stderr=None, quiet=False,
-                 on_launch=None):
+                 on_launch=None, before_launch=None):
         self.command = list(command)
         self.run_dir = find_run_dir(self.command)
         if self.run_dir is None:
@@ -251,6 +251,7 @@ class Supervisor:
         self.stdout, self.stderr = stdout, stderr
         self.quiet = quiet
         self.on_launch = on_launch
+        self.before_launch = before_launch  # before_launch(i): called before attempt i starts
         self.metrics_path = os.path.join(self.run_dir, "metrics.jsonl")
         self.attempts = []
         self.stop_signal = None
@@ -270,6 +271,8 @@ class Supervisor:
         env = dict(os.environ)
         env.setdefault("MPIEXEC_TIMEOUT", str(int(self.timeout_s + 2 * GRACE_S)))  # hydra's own bound
         self.say("attempt %d: launching from step %d: %s" % (i, restored, shlex.join(cmd)))
+        if self.before_launch:
+            self.before_launch(i)
         launch = time.monotonic()
         try:
             proc = subprocess.Popen(cmd, stdout=self.stdout, stderr=self.stderr, env=env)

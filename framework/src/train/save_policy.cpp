@@ -62,6 +62,8 @@ double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uin
   if (async_ && why == Reason::kInterval) {
     checkpointer_.start_save(state, epoch);
     const double blocked_s = now_s() - t0;  // the wait for the previous save counts
+    // Marks the background write's start (a kill campaign tells kills during it by this).
+    if (run_dir_) run_dir_->append_metrics({{"step", done}, {"save_started", "async"}});
     if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
     watchdog_.leave();
     in_flight_blocked_s_ = blocked_s;

@@ -17,7 +17,8 @@
 //
 // With --checkpoint-async on, a periodic save blocks training for its snapshot only; rank 0
 // writes the file on a writer thread (checkpointer.hpp). Its outcome is learnt at the next
-// save, the end of the run or a stop signal (finish()), which wait for it: then its record
+// save, the end of the run or a stop signal (finish()), which wait for it. A record
+// {step, "save_started": "async"} marks the snapshot; when the outcome is known its record
 // is appended ({..., "async": true}, persist_s the time from snapshot to durable commit)
 // and a failure counts as above. The Young/Daly plan then takes C = the blocking cost and
 // L = the last persist latency (checkpoint/interval.hpp: τ = max(√(2Cμ), L)). Saves at the
