@@ -14,6 +14,20 @@
 namespace ringtrain {
 namespace {
 
+// A watched phase for the life of a scope, left also when an exception leaves the scope.
+class WatchedPhase {
+ public:
+  WatchedPhase(Watchdog& watchdog, const char* phase, std::uint64_t step) : watchdog_(watchdog) {
+    watchdog_.enter(phase, step);
+  }
+  ~WatchedPhase() { watchdog_.leave(); }
+  WatchedPhase(const WatchedPhase&) = delete;
+  WatchedPhase& operator=(const WatchedPhase&) = delete;
+
+ private:
+  Watchdog& watchdog_;
+};
+
 checkpoint::SaveSchedule make_schedule(const SavePolicyOptions& options, std::uint64_t start_step) {
   if (options.every == "auto")
     return checkpoint::SaveSchedule::young_daly(options.mtbf_s, start_step,
@@ -55,29 +69,24 @@ SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& chec
 
 double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch,
                         Reason why, double step_s) {
-  watchdog_.enter("checkpoint save", done);
+  const bool async = async_ && why == Reason::kInterval;
   const double t0 = now_s();
-  if (checkpointer_.in_flight()) settle(checkpointer_.finish_save());  // may throw
-  faults_.before_save(comm_.rank(), done);
-  if (async_ && why == Reason::kInterval) {
-    checkpointer_.start_save(state, epoch);
-    const double blocked_s = now_s() - t0;  // the wait for the previous save counts
-    // Marks the background write's start (a kill campaign tells kills during it by this).
-    if (run_dir_) run_dir_->append_metrics({{"step", done}, {"save_started", "async"}});
-    if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
-    watchdog_.leave();
-    in_flight_blocked_s_ = blocked_s;
-    if (auto_) {
-      const std::array<double, 2> agreed = agree_cost(blocked_s, step_s);
-      in_flight_agreed_cost_s_ = agreed[0];
-      plan_interval(done, agreed);
-    }
+  SaveOutcome outcome;
+  {
+    WatchedPhase watched(watchdog_, "checkpoint save", done);
+    if (checkpointer_.in_flight()) settle(checkpointer_.finish_save());  // may throw
+    faults_.before_save(comm_.rank(), done);
+    if (async)
+      checkpointer_.start_save(state, epoch);
+    else
+      outcome = checkpointer_.save(state, epoch);
+  }
+  const double blocked_s = now_s() - t0;  // with the wait for a save in flight
+  if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
+  if (async) {
+    started(done, blocked_s, step_s);
     return blocked_s;
   }
-  const SaveOutcome outcome = checkpointer_.save(state, epoch);
-  const double blocked_s = now_s() - t0;
-  if (trace_) trace_->span(save_name_, 0, t0, now_s(), -1.0, /*always=*/true);
-  watchdog_.leave();
   nlohmann::json record = save_record(outcome, why, blocked_s);
   if (!outcome.durable) {
     failed(outcome, why, record);
@@ -98,11 +107,15 @@ double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uin
   return blocked_s;
 }
 
-void SavePolicy::finish() {
-  if (!checkpointer_.in_flight()) return;
-  watchdog_.enter("checkpoint save (waiting for the save in flight)", last_durable_step_);
-  settle(checkpointer_.finish_save());
-  watchdog_.leave();
+// An asynchronous save's snapshot is taken: marked in metrics.jsonl (a kill campaign tells
+// kills during the background write by it), and in auto mode planned from its blocking time.
+void SavePolicy::started(std::uint64_t done, double blocked_s, double step_s) {
+  if (run_dir_) run_dir_->append_metrics({{"step", done}, {"save_started", "async"}});
+  in_flight_blocked_s_ = blocked_s;
+  if (!auto_) return;
+  const std::array<double, 2> agreed = agree_cost(blocked_s, step_s);
+  in_flight_agreed_cost_s_ = agreed[0];
+  plan_interval(done, agreed);
 }
 
 // The asynchronous save in flight is done: its record, and a failure's consequences.

@@ -17,7 +17,7 @@
 //
 // With --checkpoint-async on, a periodic save blocks training for its snapshot only; rank 0
 // writes the file on a writer thread (checkpointer.hpp). Its outcome is learnt at the next
-// save, the end of the run or a stop signal (finish()), which wait for it. A record
+// save, the end of the run or a stop signal, which wait for it. A record
 // {step, "save_started": "async"} marks the snapshot; when the outcome is known its record
 // is appended ({..., "async": true}, persist_s the time from snapshot to durable commit)
 // and a failure counts as above. The Young/Daly plan then takes C = the blocking cost and
@@ -82,13 +82,10 @@ class SavePolicy {
   double save(const TrainingState& state, std::uint64_t done, std::uint64_t epoch, Reason why,
               double step_s);
 
-  // Collective: waits for the asynchronous save in flight, if any, and records it. Throws as
-  // save() does.
-  void finish();
-
  private:
   std::array<double, 2> agree_cost(double cost_s, double step_s) const;
   void plan_interval(std::uint64_t done, const std::array<double, 2>& agreed);
+  void started(std::uint64_t done, double blocked_s, double step_s);
   void settle(const SaveOutcome& outcome);
   nlohmann::json save_record(const SaveOutcome& outcome, Reason why, double blocked_s) const;
   void failed(const SaveOutcome& outcome, Reason why, nlohmann::json& record);
