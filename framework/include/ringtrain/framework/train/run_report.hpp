@@ -11,6 +11,7 @@
 
 #include "ringtrain/collectives/buckets.hpp"
 #include "ringtrain/framework/data/user_data.hpp"
+#include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/gradient_reducer.hpp"
@@ -22,6 +23,7 @@ namespace ringtrain {
 // Everything the manifest and the banner state; filled by the trainer during setup.
 struct RunFacts {
   const TrainConfig* config = nullptr;
+  const Sequential* model = nullptr;  // planned: its layer table and spec
   int world = 1;
   int ranks_per_node = 1;
   int cores = 1;
