@@ -176,10 +176,10 @@ const toml::array& layer_array(const toml::table& document, const std::string& s
   if (node == nullptr)
     throw UsageError(source + ": no layers (write one [[layers]] table per layer)");
   const toml::array* array = node->as_array();
+  if (array != nullptr && array->empty()) throw UsageError(source + ": the layer list is empty");
   if (array == nullptr || !array->is_array_of_tables())
     throw UsageError(fmt::format("{} line {}: `layers` must be [[layers]] tables", source,
                                  node->source().begin.line));
-  if (array->empty()) throw UsageError(source + ": the layer list is empty");
   if (array->size() > kMaxLayers)
     throw UsageError(fmt::format("{}: {} layers, at most {}", source, array->size(), kMaxLayers));
   return *array;
