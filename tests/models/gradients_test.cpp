@@ -10,45 +10,19 @@
 #include "../framework/layer_rig.hpp"
 #include "ringtrain/framework/loss.hpp"
 #include "ringtrain/models/spec.hpp"
+#include "spec_texts.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::testing;
-
-namespace {
-
-const char* const kSpec = R"(
-[[layers]]
-type = "conv2d"
-out = 3
-kernel = 3
-padding = 1
-[[layers]]
-type = "batchnorm"
-[[layers]]
-type = "relu"
-[[layers]]
-type = "maxpool2d"
-kernel = 2
-[[layers]]
-type = "dropout"
-p = 0.3
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = "classes"
-)";
-
-}  // namespace
 
 TEST_CASE("a model built from a spec passes a whole-model gradient check",
           "[models][gradcheck]") {
   const std::size_t n = 4, classes = 3;
   const Shape input = {2, 6, 6};
-  auto model = models::build_model(models::parse_model_spec(kSpec, "spec"), input, classes);
+  auto model = models::build_model(models::parse_model_spec(kAllTypes, "spec"), input, classes);
   model->plan(input, n);
   model->initialize(2025);
-  REQUIRE(model->output_shape() == Shape{classes});
+  REQUIRE(model->output_shape() == Shape{classes});  // (6, 6, 6) -> pool (6, 2, 2) -> 24 -> 3
 
   // Training mode; the dropout mask is a function of (seed, layer, sample id): fixed.
   const std::vector<std::uint64_t> ids = {3, 8, 1, 12};

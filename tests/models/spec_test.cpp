@@ -8,36 +8,13 @@
 
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/models/spec.hpp"
+#include "spec_texts.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::models;
+using ringtrain::testing::kAllTypes;
 
 namespace {
-
-const char* const kAllTypes = R"(# every layer type
-[[layers]]
-type = "conv2d"
-out = 6
-kernel = 3
-padding = 1
-
-[[layers]]
-type = "batchnorm"
-[[layers]]
-type = "relu"
-[[layers]]
-type = "maxpool2d"
-kernel = 3
-stride = 2
-[[layers]]
-type = "dropout"
-p = 0.25
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = "classes"
-)";
 
 // The message parse_model_spec (or, with `input`, infer_shapes) throws for `text`.
 std::string refusal(const std::string& text, const Shape& input = {}, std::size_t classes = 10) {
