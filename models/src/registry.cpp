@@ -2,6 +2,8 @@
 // flags as spec edits, and spec files given by path.
 #include "ringtrain/models/registry.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -42,8 +44,9 @@ bool is_spec_file(const std::string& model) {
 ModelSpec model_spec(const std::string& model, const ModelOptions& options) {
   if (is_spec_file(model)) {
     if (options.dropout > 0.0f)
-      throw UsageError("--dropout " + std::to_string(options.dropout) + " with --model " + model +
-                       ": a spec file is taken as written; add a dropout layer to it instead");
+      throw UsageError(fmt::format("--dropout {} with --model {}: a spec file is taken as "
+                                   "written; add a dropout layer to it instead",
+                                   options.dropout, model));
     return read_model_spec(model);
   }
   std::optional<ModelSpec> spec = builtin_spec(model);
