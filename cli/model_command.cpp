@@ -47,7 +47,8 @@ void add_model(CLI::App& app, Runner& run, bool leader) {
       ->capture_default_str();
   sub->add_option("--classes", args->classes, "number of classes (the last layer's width)")
       ->capture_default_str();
-  sub->callback([&run, args, leader] { run = [args, leader] { return print_model(*args, leader); }; });
+  sub->callback(
+      [&run, args, leader] { run = [args, leader] { return print_model(*args, leader); }; });
 }
 
 }  // namespace ringtrain::cli

@@ -123,8 +123,7 @@ std::string Sequential::summary() const {
   std::string s = fmt::format("{:<20} {:<18} {:>12}\n", "layer", "output shape", "parameters");
   s += fmt::format("{:<20} {}\n", "input", to_string(input_shape_));
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    s += fmt::format("{:<20} {:<18} {:>12}\n",
-                     fmt::format("layers.{}.{}", i, layers_[i]->kind()),
+    s += fmt::format("{:<20} {:<18} {:>12}\n", fmt::format("layers.{}.{}", i, layers_[i]->kind()),
                      to_string(shapes_[i + 1]), layer_parameters(i));
   s += fmt::format("{:<20} {:<18} {:>12}\n", "total", "", params_.num_elements());
   return s;

@@ -44,9 +44,10 @@ bool is_spec_file(const std::string& model) {
 ModelSpec model_spec(const std::string& model, const ModelOptions& options) {
   if (is_spec_file(model)) {
     if (options.dropout > 0.0f)
-      throw UsageError(fmt::format("--dropout {} with --model {}: a spec file is taken as "
-                                   "written; add a dropout layer to it instead",
-                                   options.dropout, model));
+      throw UsageError(
+          fmt::format("--dropout {} with --model {}: a spec file is taken as "
+                      "written; add a dropout layer to it instead",
+                      options.dropout, model));
     return read_model_spec(model);
   }
   std::optional<ModelSpec> spec = builtin_spec(model);
@@ -83,9 +84,8 @@ Shape input_shape() {
 
 bool has_batch_norm(const std::string& name) {
   const std::optional<ModelSpec> spec = builtin_spec(name);
-  return spec && std::any_of(spec->layers.begin(), spec->layers.end(), [](const LayerSpec& l) {
-           return l.type == LayerType::kBatchNorm;
-         });
+  return spec && std::any_of(spec->layers.begin(), spec->layers.end(),
+                             [](const LayerSpec& l) { return l.type == LayerType::kBatchNorm; });
 }
 
 }  // namespace ringtrain::models

@@ -38,7 +38,8 @@ const std::array<TypeRow, 7>& type_table() {
 
 std::string type_list() {
   std::string names;
-  for (const TypeRow& row : type_table()) names += (names.empty() ? "" : ", ") + std::string(row.name);
+  for (const TypeRow& row : type_table())
+    names += (names.empty() ? "" : ", ") + std::string(row.name);
   return names;
 }
 
@@ -51,11 +52,11 @@ class LayerReader {
   const TypeRow& type() const {
     const toml::node* node = table_.get("type");
     if (node == nullptr)
-      throw UsageError(fmt::format("{} (line {}): no `type` key (one of {})", where_,
-                                   line(table_), type_list()));
+      throw UsageError(fmt::format("{} (line {}): no `type` key (one of {})", where_, line(table_),
+                                   type_list()));
     if (!node->is_string())
-      throw UsageError(fmt::format("{} (line {}): key 'type' must be a string (one of {})",
-                                   where_, line(*node), type_list()));
+      throw UsageError(fmt::format("{} (line {}): key 'type' must be a string (one of {})", where_,
+                                   line(*node), type_list()));
     const std::string& name = node->as_string()->get();
     for (const TypeRow& row : type_table())
       if (row.name == name) return row;
@@ -69,11 +70,11 @@ class LayerReader {
       const std::string_view name = key.str();
       if (name == "type" || std::find(row.keys.begin(), row.keys.end(), name) != row.keys.end())
         continue;
-      throw UsageError(fmt::format(
-          "{} ({}, line {}): unknown key '{}' ({} takes {})", where_, row.name,
-          key.source().begin.line, name, row.name,
-          row.keys.empty() ? std::string("no keys")
-                           : fmt::format("{}", fmt::join(row.keys, ", "))));
+      throw UsageError(fmt::format("{} ({}, line {}): unknown key '{}' ({} takes {})", where_,
+                                   row.name, key.source().begin.line, name, row.name,
+                                   row.keys.empty()
+                                       ? std::string("no keys")
+                                       : fmt::format("{}", fmt::join(row.keys, ", "))));
     }
   }
 
@@ -113,14 +114,14 @@ class LayerReader {
   float probability(const TypeRow& row) const {
     const toml::node* node = table_.get("p");
     if (node == nullptr)
-      throw UsageError(fmt::format("{} ({}, line {}): key 'p' is missing", where_, row.name,
-                                   line(table_)));
+      throw UsageError(
+          fmt::format("{} ({}, line {}): key 'p' is missing", where_, row.name, line(table_)));
     std::optional<double> value;
     if (node->is_floating_point()) value = node->as_floating_point()->get();
     if (node->is_integer()) value = double(node->as_integer()->get());
     if (!value)
-      throw UsageError(fmt::format("{} ({}, line {}): key 'p' must be a number", where_, row.name,
-                                   line(*node)));
+      throw UsageError(
+          fmt::format("{} ({}, line {}): key 'p' must be a number", where_, row.name, line(*node)));
     if (!(*value >= 0.0 && *value < 1.0))  // also NaN
       throw UsageError(fmt::format("{} ({}, line {}): key 'p' = {} is outside [0, 1)", where_,
                                    row.name, line(*node), *value));

@@ -15,8 +15,7 @@
 using namespace ringtrain;
 using namespace ringtrain::testing;
 
-TEST_CASE("a model built from a spec passes a whole-model gradient check",
-          "[models][gradcheck]") {
+TEST_CASE("a model built from a spec passes a whole-model gradient check", "[models][gradcheck]") {
   const std::size_t n = 4, classes = 3;
   const Shape input = {2, 6, 6};
   auto model = models::build_model(models::parse_model_spec(kAllTypes, "spec"), input, classes);

@@ -29,7 +29,8 @@ inline std::unique_ptr<Sequential> reference_mlp(const models::ModelOptions& opt
 }
 
 // The cnn and cnn-bn builder as it was written by hand.
-inline std::unique_ptr<Sequential> reference_cnn(const models::ModelOptions& options, bool batch_norm) {
+inline std::unique_ptr<Sequential> reference_cnn(const models::ModelOptions& options,
+                                                 bool batch_norm) {
   const Shape& in = options.input;
   auto model = std::make_unique<Sequential>();
   const Conv2d::Algorithm algorithm = options.conv_algorithm;

@@ -30,5 +30,4 @@ type = "linear"
 out = "classes"
 )";
 
-
 }  // namespace ringtrain::testing

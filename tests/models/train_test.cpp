@@ -4,9 +4,8 @@
 //  * a user's spec with conv2d, batchnorm (SyncBN), maxpool2d and dropout, on a user's .npy
 //    dataset, trains at N ranks (uneven local batches) to the parameters of one process
 //    within 1e-5.
-#include <mpi.h>
-
 #include <fmt/format.h>
+#include <mpi.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -74,7 +73,8 @@ void write_user_files(const std::filesystem::path& dir) {
 
 }  // namespace
 
-TEST_CASE("built-in models from spec files train bitwise as the hand-built ones", "[models][train]") {
+TEST_CASE("built-in models from spec files train bitwise as the hand-built ones",
+          "[models][train]") {
   const auto dir = shared_temp_dir();
   Facts facts;
   for (const std::string name : {"mlp", "cnn-bn"}) {

@@ -18,7 +18,7 @@
 //   type = "linear"      # out: a width, or "classes" (the data's number of classes)
 //   out = "classes"
 //
-// Three steps, each one function:
+// Three steps, each one function (and one file in models/src):
 //   parse_model_spec   TOML text -> ModelSpec (types, keys, value types and ranges)
 //   infer_shapes       ModelSpec + the data's sample shape and classes -> each layer's
 //                      output shape and parameter count (shapes, size caps, the last width)
@@ -54,11 +54,11 @@ inline constexpr std::size_t kOutClasses = 0;
 // Caps on what a spec may ask for (each refused with its value and the cap).
 inline constexpr std::size_t kMaxSpecFileBytes = std::size_t{1} << 20;  // 1 MiB of TOML
 inline constexpr std::size_t kMaxLayers = 256;
-inline constexpr std::size_t kMaxWidth = std::size_t{1} << 16;       // out
-inline constexpr std::size_t kMaxWindow = std::size_t{1} << 10;      // kernel, stride, padding
-inline constexpr std::size_t kMaxActivations = std::size_t{1} << 22; // per sample, all layers
-inline constexpr std::size_t kMaxColumns = std::size_t{1} << 24;     // conv: C·k·k · Ho·Wo
-inline constexpr std::size_t kMaxParameters = std::size_t{1} << 26;  // 256 MiB of weights
+inline constexpr std::size_t kMaxWidth = std::size_t{1} << 16;        // out
+inline constexpr std::size_t kMaxWindow = std::size_t{1} << 10;       // kernel, stride, padding
+inline constexpr std::size_t kMaxActivations = std::size_t{1} << 22;  // per sample, all layers
+inline constexpr std::size_t kMaxColumns = std::size_t{1} << 24;      // conv: C·k·k · Ho·Wo
+inline constexpr std::size_t kMaxParameters = std::size_t{1} << 26;   // 256 MiB of weights
 
 // One [[layers]] table. Keys a type does not take stay at their defaults here.
 struct LayerSpec {
@@ -90,6 +90,9 @@ ModelSpec read_model_spec(const std::string& path);
 // The spec as TOML in one canonical form: every key written, defaults resolved, no comments.
 // parse_model_spec of it gives the same layers (lines aside); the run manifest records it.
 std::string to_toml(const ModelSpec& spec);
+
+// Where messages point at layer i: "<source>: layer <i> (<type>, line <L>)".
+std::string layer_location(const ModelSpec& spec, std::size_t i);
 
 // What a layer makes of its input.
 struct LayerShape {
