@@ -36,6 +36,17 @@ const std::array<TypeRow, 7>& type_table() {
   return rows;
 }
 
+// Text from the file, fit for a one-line message: control bytes escaped, at most `limit`
+// bytes shown.
+std::string printable(std::string_view text, std::size_t limit = 40) {
+  std::string shown;
+  for (const char c : text.substr(0, limit)) {
+    const auto byte = static_cast<unsigned char>(c);
+    shown += byte < 0x20 || byte == 0x7f ? fmt::format("\\x{:02x}", byte) : std::string(1, c);
+  }
+  return text.size() > limit ? shown + "..." : shown;
+}
+
 std::string type_list() {
   std::string names;
   for (const TypeRow& row : type_table())
@@ -61,7 +72,7 @@ class LayerReader {
     for (const TypeRow& row : type_table())
       if (row.name == name) return row;
     throw UsageError(fmt::format("{} (line {}): unknown layer type '{}' (one of {})", where_,
-                                 line(*node), name, type_list()));
+                                 line(*node), printable(name), type_list()));
   }
 
   // Every key must be `type` or one the type takes.
@@ -71,7 +82,7 @@ class LayerReader {
       if (name == "type" || std::find(row.keys.begin(), row.keys.end(), name) != row.keys.end())
         continue;
       throw UsageError(fmt::format("{} ({}, line {}): unknown key '{}' ({} takes {})", where_,
-                                   row.name, key.source().begin.line, name, row.name,
+                                   row.name, key.source().begin.line, printable(name), row.name,
                                    row.keys.empty()
                                        ? std::string("no keys")
                                        : fmt::format("{}", fmt::join(row.keys, ", "))));
@@ -105,7 +116,7 @@ class LayerReader {
       if (node->as_string()->get() == "classes") return kOutClasses;
       throw UsageError(fmt::format(
           "{} ({}, line {}): key 'out' must be a whole number or \"classes\", not \"{}\"", where_,
-          row.name, line(*node), node->as_string()->get()));
+          row.name, line(*node), printable(node->as_string()->get())));
     }
     return whole(row, "out", 1, kMaxWidth);
   }
@@ -172,7 +183,7 @@ const toml::array& layer_array(const toml::table& document, const std::string& s
   for (auto&& [key, node] : document)
     if (key.str() != "layers")
       throw UsageError(fmt::format("{} line {}: unknown key '{}' (a spec holds [[layers]] tables)",
-                                   source, key.source().begin.line, key.str()));
+                                   source, key.source().begin.line, printable(key.str())));
   const toml::node* node = document.get("layers");
   if (node == nullptr)
     throw UsageError(source + ": no layers (write one [[layers]] table per layer)");
@@ -199,7 +210,8 @@ ModelSpec parse_model_spec(std::string_view toml_text, const std::string& source
   try {
     document = toml::parse(toml_text, source);
   } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("{} line {}: {}", source, e.source().begin.line, e.description()));
+    throw UsageError(fmt::format("{} line {}: {}", source, e.source().begin.line,
+                                 printable(e.description(), 200)));
   }
   ModelSpec spec;
   spec.source = source;

@@ -1,10 +1,11 @@
 // libFuzzer target: a model spec (--model FILE.toml) from untrusted bytes, through the parser,
 // shape inference for a few sample shapes, and the canonical form. Every outcome but a
-// ringtrain::Error or a normal return is a finding; so is a canonical form that does not
-// parse back to the same layers.
+// ringtrain::Error or a normal return is a finding; so is an error message of more than one
+// line, and a canonical form that does not parse back to the same layers.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "ringtrain/framework/error.hpp"
@@ -30,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   models::ModelSpec spec;
   try {
     spec = models::parse_model_spec(text, "input.toml");
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (std::strchr(e.what(), '\n') != nullptr) std::abort();
     return 0;
   }
   const models::ModelSpec again = models::parse_model_spec(models::to_toml(spec), "canonical");
@@ -39,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       const auto shapes = models::infer_shapes(spec, input, 10);
       if (shapes.size() != spec.layers.size()) std::abort();
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      if (std::strchr(e.what(), '\n') != nullptr) std::abort();
     }
   }
   return 0;

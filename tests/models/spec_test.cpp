@@ -130,6 +130,7 @@ TEST_CASE("a bad spec is refused in one line naming the file, layer, line and ke
       {relu + layer("out = 3"), "net.toml: layer 1 (line 3): no `type` key"},
       {layer("type = 3"), "layer 0 (line 2): key 'type' must be a string"},
       {relu + layer("type = \"conv3d\""), "layer 1 (line 4): unknown layer type 'conv3d'"},
+      {layer("type = \"a\\nb\""), "unknown layer type 'a\\x0ab'"},  // still one line
       {layer("type = \"linear\"\nwidth = 3"), "layer 0 (linear, line 3): unknown key 'width'"},
       {layer("type = \"relu\"\np = 0.5"),
        "layer 0 (relu, line 3): unknown key 'p' (relu takes no keys)"},
