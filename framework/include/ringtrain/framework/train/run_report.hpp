@@ -1,7 +1,8 @@
 // What a run tells about itself before its first step: manifest.json (the
 // resolved configuration, world size, batches, the reduction convention, optimizer,
-// schedule, target and stopping rule, buckets, versions) and the start-up banner that rank 0
-// prints. Both are made from one RunFacts, so they cannot disagree.
+// schedule, target and stopping rule, buckets, versions, the model's layers and spec) and the
+// start-up banner that rank 0 prints (with the model's layer table). Both are made from one
+// RunFacts, so they cannot disagree.
 #pragma once
 
 #include <cstdint>
