@@ -33,7 +33,11 @@ ModelOptions options_of(const TrainConfig& config, const Shape& input, std::size
 }  // namespace
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "cnn", "cnn-bn"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const auto& [name, text] : kBuiltinSpecs) all.emplace_back(name);
+    return all;
+  }();
   return names;
 }
 
@@ -52,8 +56,8 @@ ModelSpec model_spec(const std::string& model, const ModelOptions& options) {
   }
   std::optional<ModelSpec> spec = builtin_spec(model);
   if (!spec)
-    throw UsageError("unknown model '" + model +
-                     "': choose mlp, cnn or cnn-bn, or give a layer list FILE.toml");
+    throw UsageError(fmt::format("unknown model '{}': choose {}, or give a layer list FILE.toml",
+                                 model, fmt::join(model_names(), ", ")));
   if (model == "mlp") spec = with_hidden_widths(std::move(*spec), options.mlp_hidden);
   return with_dropout(std::move(*spec), options.dropout);
 }
