@@ -18,6 +18,9 @@ using Runner = std::function<int()>;
 void add_train(CLI::App& app, Runner& run);
 // `ringtrain inspect FILE [--verify] [--compare OTHER --rtol R]` (inspect_command.cpp)
 void add_inspect(CLI::App& app, Runner& run);
+// `ringtrain model NAME|FILE.toml [--input C,H,W] [--classes K]` (model_command.cpp): the
+// model's layer table; only the leader prints.
+void add_model(CLI::App& app, Runner& run, bool leader);
 // `ringtrain bench allreduce ...` (bench_allreduce.cpp): registers itself on the `bench`
 // subcommand that main creates.
 void add_bench_allreduce(CLI::App& bench, Runner& run);

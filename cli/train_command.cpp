@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/options.hpp"
 #include "ringtrain/framework/train/trainer.hpp"
@@ -51,6 +52,26 @@ void add_option(CLI::App& train, const TrainOption& option,
   if (option.hidden) flag->group("");
 }
 
+// The layer list --model names, read before the data so that a defect costs no data load.
+// Every rank reads it; they agree on the outcome, so a file one rank cannot read stops all
+// ranks with exit 2 instead of leaving the others in a collective. Collective.
+models::ModelSpec agreed_model_spec(const collectives::Communicator& comm,
+                                    const TrainConfig& config) {
+  models::ModelSpec spec;
+  std::string message;
+  try {
+    spec = models::model_spec(config);
+  } catch (const UsageError& e) {
+    message = e.what();
+  }
+  double failed[1] = {message.empty() ? 0.0 : 1.0};
+  if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(failed));
+  if (failed[0] > 0.0)
+    throw UsageError(message.empty() ? "--model " + config.model + ": refused on another rank"
+                                     : message);
+  return spec;
+}
+
 }  // namespace
 
 void add_train(CLI::App& app, Runner& run) {
@@ -87,11 +108,12 @@ void add_train(CLI::App& app, Runner& run) {
   train->callback([&run, config, faults] {
     run = [config, faults]() -> int {
       collectives::Communicator comm;
+      const models::ModelSpec spec = agreed_model_spec(comm, *config);
       // The model fits the data's sample shape and classes, known once --data is loaded.
       Trainer trainer(
           *config,
-          [config](const Shape& input, std::size_t classes) {
-            return models::make_model(*config, input, classes);
+          [config, spec](const Shape& input, std::size_t classes) {
+            return models::build_model(spec, input, classes, config->conv_algorithm);
           },
           comm);
       // A stuck rank ends the whole job (MPI_Abort), not just itself.

@@ -112,15 +112,20 @@ bool Sequential::has_batch_norm() const {
                      [](const auto& layer) { return layer->kind() == "batchnorm"; });
 }
 
+std::size_t Sequential::layer_parameters(std::size_t i) const {
+  std::size_t count = 0;
+  for (const ParameterEntry& e : params_.entries())
+    if (e.layer == i) count += e.size;
+  return count;
+}
+
 std::string Sequential::summary() const {
-  std::string s;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    std::size_t count = 0;
-    for (const ParameterEntry& e : params_.entries())
-      if (e.layer == i) count += e.size;
-    s += fmt::format("  layers.{}.{:<10} -> {:<14} {:>10} params\n", i, layers_[i]->kind(),
-                     to_string(shapes_[i + 1]), count);
-  }
+  std::string s = fmt::format("{:<20} {:<18} {:>12}\n", "layer", "output shape", "parameters");
+  s += fmt::format("{:<20} {}\n", "input", to_string(input_shape_));
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    s += fmt::format("{:<20} {:<18} {:>12}\n", fmt::format("layers.{}.{}", i, layers_[i]->kind()),
+                     to_string(shapes_[i + 1]), layer_parameters(i));
+  s += fmt::format("{:<20} {:<18} {:>12}\n", "total", "", params_.num_elements());
   return s;
 }
 

@@ -1,70 +1,75 @@
-// The model zoo: each model is a few lines of layers.
+// The models by name: the built-in spec files (compiled in by models/CMakeLists.txt), their
+// flags as spec edits, and spec files given by path.
 #include "ringtrain/models/registry.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "builtin_specs.hpp"
 #include "ringtrain/framework/error.hpp"
-#include "ringtrain/framework/layers/batchnorm.hpp"
-#include "ringtrain/framework/layers/conv2d.hpp"
-#include "ringtrain/framework/layers/dropout.hpp"
-#include "ringtrain/framework/layers/flatten.hpp"
-#include "ringtrain/framework/layers/linear.hpp"
-#include "ringtrain/framework/layers/maxpool2d.hpp"
-#include "ringtrain/framework/layers/relu.hpp"
 
 namespace ringtrain::models {
 namespace {
 
-std::unique_ptr<Sequential> mlp(const ModelOptions& options) {
-  auto model = std::make_unique<Sequential>();
-  std::size_t in = num_elements(options.input);
-  for (std::size_t width : options.mlp_hidden) {
-    model->add(std::make_unique<Linear>(in, width));
-    model->add(std::make_unique<ReLU>());
-    if (options.dropout > 0.0f) model->add(std::make_unique<Dropout>(options.dropout));
-    in = width;
-  }
-  model->add(std::make_unique<Linear>(in, options.classes));
-  return model;
+// The built-in file of `name`, parsed, or nullopt for another name.
+std::optional<ModelSpec> builtin_spec(const std::string& name) {
+  for (const auto& [builtin, text] : kBuiltinSpecs)
+    if (builtin == name) return parse_model_spec(text, "model " + name);
+  return std::nullopt;
 }
 
-// (1, 28, 28) → conv → (32, 28, 28) → pool → (32, 14, 14) → conv → (64, 14, 14)
-//             → pool → (64, 7, 7) → flatten 3136 → 1024 → 10
-// (C, H, W) in general: the padded 5x5 convolutions keep H, W; each pool floors them by 2.
-std::unique_ptr<Sequential> cnn(const ModelOptions& options, bool batch_norm) {
-  const Shape& in = options.input;
-  if (in.size() != 3 || in[1] < 4 || in[2] < 4)
-    throw UsageError("model cnn takes samples of shape (C, H, W) with H, W >= 4, not " +
-                     to_string(in) + "; store x as (n, C, H, W) or choose --model mlp");
-  auto model = std::make_unique<Sequential>();
-  const Conv2d::Algorithm algorithm = options.conv_algorithm;
-  // kAuto: conv1 (one input channel) stays on im2col, conv2 runs by Winograd
-  model->add(std::make_unique<Conv2d>(in[0], 32, 5, 1, 2, algorithm));
-  if (batch_norm) model->add(std::make_unique<BatchNorm>(32));
-  model->add(std::make_unique<ReLU>());
-  model->add(std::make_unique<MaxPool2d>(2));
-  model->add(std::make_unique<Conv2d>(32, 64, 5, 1, 2, algorithm));
-  if (batch_norm) model->add(std::make_unique<BatchNorm>(64));
-  model->add(std::make_unique<ReLU>());
-  model->add(std::make_unique<MaxPool2d>(2));
-  model->add(std::make_unique<Flatten>());
-  model->add(std::make_unique<Linear>(64 * (in[1] / 4) * (in[2] / 4), 1024));
-  model->add(std::make_unique<ReLU>());
-  if (options.dropout > 0.0f) model->add(std::make_unique<Dropout>(options.dropout));
-  model->add(std::make_unique<Linear>(1024, options.classes));
-  return model;
+ModelOptions options_of(const TrainConfig& config, const Shape& input, std::size_t classes) {
+  ModelOptions options;
+  options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
+  options.dropout = config.dropout;
+  options.conv_algorithm = config.conv_algorithm;
+  options.input = input;
+  options.classes = classes;
+  return options;
 }
 
 }  // namespace
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "cnn", "cnn-bn"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const auto& [name, text] : kBuiltinSpecs) all.emplace_back(name);
+    return all;
+  }();
   return names;
 }
 
+bool is_spec_file(const std::string& model) {
+  return model.size() > 5 && model.ends_with(".toml");
+}
+
+ModelSpec model_spec(const std::string& model, const ModelOptions& options) {
+  if (is_spec_file(model)) {
+    if (options.dropout > 0.0f)
+      throw UsageError(
+          fmt::format("--dropout {} with --model {}: a spec file is taken as "
+                      "written; add a dropout layer to it instead",
+                      options.dropout, model));
+    return read_model_spec(model);
+  }
+  std::optional<ModelSpec> spec = builtin_spec(model);
+  if (!spec)
+    throw UsageError(fmt::format("unknown model '{}': choose {}, or give a layer list FILE.toml",
+                                 model, fmt::join(model_names(), ", ")));
+  if (model == "mlp") spec = with_hidden_widths(std::move(*spec), options.mlp_hidden);
+  return with_dropout(std::move(*spec), options.dropout);
+}
+
+ModelSpec model_spec(const TrainConfig& config) {
+  const ModelOptions defaults;
+  return model_spec(config.model, options_of(config, defaults.input, defaults.classes));
+}
+
 std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options) {
-  if (name == "mlp") return mlp(options);
-  if (name == "cnn") return cnn(options, false);
-  if (name == "cnn-bn") return cnn(options, true);
-  throw UsageError("unknown model '" + name + "': choose mlp, cnn or cnn-bn");
+  return build_model(model_spec(name, options), options.input, options.classes,
+                     options.conv_algorithm);
 }
 
 std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
@@ -74,13 +79,7 @@ std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
 
 std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& input,
                                        std::size_t classes) {
-  ModelOptions options;
-  options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
-  options.dropout = config.dropout;
-  options.conv_algorithm = config.conv_algorithm;
-  options.input = input;
-  options.classes = classes;
-  return make_model(config.model, options);
+  return make_model(config.model, options_of(config, input, classes));
 }
 
 Shape input_shape() {
@@ -88,7 +87,9 @@ Shape input_shape() {
 }
 
 bool has_batch_norm(const std::string& name) {
-  return name == "cnn-bn";
+  const std::optional<ModelSpec> spec = builtin_spec(name);
+  return spec && std::any_of(spec->layers.begin(), spec->layers.end(),
+                             [](const LayerSpec& l) { return l.type == LayerType::kBatchNorm; });
 }
 
 }  // namespace ringtrain::models

@@ -2,8 +2,9 @@
 # check_readme_data.sh RINGTRAIN MPIEXEC README
 # The README's "Your own data" section works as written: its Python snippet (numpy, h5py)
 # writes blobs.h5 and, uncommented, the blobs/ .npy folder; its two commands train at N=2;
-# and the two files train the same cnn to bitwise the same /model. Skips (77) without
-# numpy or h5py for Debian's python3.
+# and the two files train the same cnn to bitwise the same /model. "Your own model" too: its
+# spec, saved as the file its commands name, is printed and trains on blobs.h5. Skips (77)
+# without numpy or h5py for Debian's python3.
 set -u
 ringtrain=$1 mpiexec=$2 readme=$3
 python=/usr/bin/python3
@@ -39,4 +40,23 @@ done
 "$ringtrain" inspect same-blobs.h5/checkpoints/step-00000006.h5 \
   --compare same-blobs/checkpoints/step-00000006.h5 --groups model --rtol 0 ||
   fail "the HDF5 file and the .npy folder trained different models"
-echo "ok: the README's snippet and commands work; HDF5 and .npy train the same model"
+# "Your own model": the TOML block under the name its first line gives, then its commands.
+# shellcheck disable=SC2016
+sed -n '/^## Your own model/,/^## /p' "$readme" | sed -n '/^```toml$/,/^```$/p' | sed '1d;$d' >spec.toml
+spec_name=$(head -1 spec.toml | sed -E 's/^# *//')
+[[ -n "$spec_name" ]] || fail "no spec in 'Your own model'"
+mv spec.toml "$spec_name"
+# shellcheck disable=SC2016
+sed -n '/^## Your own model/,/^## /p' "$readme" | sed -n '/^```sh$/,/^```$/p' |
+  grep -E '^(mpiexec|build/ringtrain)' | sed -E 's/ +#.*$//' >model_commands.txt
+[[ $(wc -l <model_commands.txt) -eq 2 ]] || fail "expected two commands in 'Your own model'"
+n=0
+while read -r line; do
+  n=$((n + 1))
+  args=${line#*build/ringtrain }
+  extra=()
+  [[ $args == train* ]] && extra=(--run-dir "model-run$n" --quiet)
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 2 "$ringtrain" $args "${extra[@]}" || fail "'$line' failed"
+done <model_commands.txt
+echo "ok: the README's snippet and commands work; HDF5 and .npy train the same model; the spec trains"

@@ -157,7 +157,8 @@ std::vector<TrainOption> data_and_model_options() {
              "IDX folder (default: the Debian package dataset-fashion-mnist), HDF5 file with "
              "/train/x /train/y /test/x /test/y, or folder of train_x.npy train_y.npy "
              "test_x.npy test_y.npy"),
-      option("model", &TrainConfig::model, "mlp | cnn | cnn-bn"),
+      option("model", &TrainConfig::model,
+             "mlp | cnn | cnn-bn | FILE.toml (a [[layers]] list; see `ringtrain model`)"),
       option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",
              [](const TrainConfig& c, int) {
                for (std::size_t w : parse_size_list(c.mlp_hidden, "--mlp-hidden"))

@@ -106,6 +106,19 @@ nlohmann::json data_json(const data::DataInfo& d) {
           {"arrays", arrays}};
 }
 
+// The model: its layer list as built (spec), and each layer's output shape and parameters.
+nlohmann::json model_json(const TrainConfig& c, const Sequential& model) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (std::size_t i = 0; i < model.num_layers(); ++i)
+    layers.push_back({{"layer", fmt::format("layers.{}.{}", i, model.layer(i).kind())},
+                      {"output_shape", model.layer_output_shape(i)},
+                      {"parameters", model.layer_parameters(i)}});
+  return {{"name", c.model},
+          {"spec", model.spec()},
+          {"input_shape", model.input_shape()},
+          {"layers", layers}};
+}
+
 }  // namespace
 
 nlohmann::json make_manifest(const RunFacts& f) {
@@ -134,6 +147,7 @@ nlohmann::json make_manifest(const RunFacts& f) {
   m["steps_per_epoch"] = f.steps_per_epoch;
   m["total_steps"] = f.total_steps;
   m["parameters"] = f.parameters;
+  if (f.model) m["model"] = model_json(c, *f.model);
   add_time_to_target_facts(f, m);
   m["versions"] = {
       {"ringtrain", RINGTRAIN_VERSION},
@@ -164,6 +178,12 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
       fmt::format("  global batch {} = local batches {}", f.global_batch,
                   fmt::join(f.local_batches, "+")),
       fmt::format("  reduction {}", describe(f.reduction))};
+  if (f.model) {
+    const std::string table = f.model->summary();
+    std::size_t begin = 0;
+    for (std::size_t end; (end = table.find('\n', begin)) != std::string::npos; begin = end + 1)
+      lines.push_back("    " + table.substr(begin, end - begin));
+  }
   if (f.has_batch_norm) lines.push_back("  batch norm statistics: " + bn_statistics(f));
   lines.push_back(
       fmt::format("  optimizer {}, {}", f.optimizer, c.describe_schedule(f.total_steps)));

@@ -66,11 +66,12 @@ auto load_agreed(const coll::Communicator& comm, Load&& load) -> decltype(load()
   return value;
 }
 
+// `model` is a name or a spec file: runs/net-<time> for --model specs/net.toml.
 std::string default_run_dir(const std::string& model) {
   const std::time_t t = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  return "runs/" + model + "-" + stamp;
+  return "runs/" + std::filesystem::path(model).stem().string() + "-" + stamp;
 }
 
 // The watchdog's message also goes to watchdog-rank<R>.txt in the run directory (where this
@@ -243,6 +244,7 @@ void TrainingRun::prepare_model(const Shape& input_shape) {
                                  num_elements(model_.output_shape()), data.path, data.num_classes));
   model_.initialize(config_.seed);
   if (comm_.size() > 1) coll::broadcast(comm_, model_.parameters().values(), 0);
+  facts_.model = &model_;
   facts_.has_batch_norm = model_.has_batch_norm();
   facts_.sync_bn =
       comm_.size() > 1 && (config_.sync_bn == SyncBn::kOn ||

@@ -35,6 +35,7 @@ class Sequential {
 
   std::size_t num_layers() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_.at(i); }
+  const Layer& layer(std::size_t i) const { return *layers_.at(i); }
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return shapes_.back(); }
   // Per-sample output shape of layer i (after plan()).
@@ -63,8 +64,19 @@ class Sequential {
   double forward_flops_per_sample() const;
   // True if a layer's output depends on the other samples of the batch (BatchNorm).
   bool has_batch_norm() const;
-  // One line per layer: name, output shape, parameter count.
+  // Trained values of layer i (after plan()).
+  std::size_t layer_parameters(std::size_t i) const;
+  // The model as a table, one line per layer after a header and the input, then the total:
+  //   layer               output shape        parameters
+  //   input               (1, 28, 28)
+  //   layers.0.conv2d     (32, 28, 28)               832
+  // (after plan()). Lines end in '\n'.
   std::string summary() const;
+
+  // What the model was built from, for the run's records (models/: the canonical TOML of
+  // its layer list); empty if its builder gave none.
+  void set_spec(std::string text) { spec_ = std::move(text); }
+  const std::string& spec() const { return spec_; }
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -76,6 +88,7 @@ class Sequential {
   Shape input_shape_;
   std::size_t max_batch_ = 0;
   std::span<const float> last_input_;
+  std::string spec_;
   bool planned_ = false;
 };
 

@@ -1,14 +1,21 @@
-// Models by name. The CLI's --model flag and a course's own programs build networks here.
+// Models by name or file. The CLI's --model flag and a course's own programs build networks
+// here; every model is a layer list (spec.hpp):
 //
-//   mlp      784 → 1024 → 1024 → 10, ReLU              (widths configurable)
+//   mlp      784 → 1024 → 1024 → 10, ReLU              (models/specs/mlp.toml)
 //   cnn      conv5x5 1→32 pad 2, ReLU, maxpool 2, conv5x5 32→64 pad 2, ReLU, maxpool 2,
-//            flatten, fc 3136→1024, ReLU, fc 1024→10
-//   cnn-bn   cnn with BatchNorm after each convolution
+//            flatten, fc 3136→1024, ReLU, fc 1024→10    (models/specs/cnn.toml)
+//   cnn-bn   cnn with BatchNorm after each convolution  (models/specs/cnn-bn.toml)
+//   FILE.toml  any layer list (a --model value ending in .toml is a file, anything else a name)
 //
-// By default every model takes Fashion-MNIST images, (1, 28, 28) per sample, and returns 10
-// logits; ModelOptions::input and ::classes fit it to another dataset (--data): mlp takes any
-// sample shape (its first layer takes all the sample's elements), cnn and cnn-bn take (C, H, W)
-// with H, W >= 4 (their first linear layer takes 64 x floor(H/4) x floor(W/4)).
+// The named models' files are compiled into the library. Their flags edit the spec before it
+// is built, so a model is always exactly its layer list: --mlp-hidden replaces mlp's hidden
+// widths (with_hidden_widths), --dropout adds a dropout layer after each ReLU that follows a
+// linear layer (with_dropout: mlp's hidden layers, cnn's fc 1024). A spec file is taken as
+// written: --dropout > 0 with a file is refused (write a dropout layer), --mlp-hidden ignored.
+//
+// Shapes follow the data: ModelOptions::input and ::classes (by default Fashion-MNIST's
+// (1, 28, 28) and 10). mlp takes any sample shape (its first layer takes all the sample's
+// elements); cnn and cnn-bn take (C, H, W) with H, W >= 4 (the second pool needs 2x2).
 #pragma once
 
 #include <memory>
@@ -18,13 +25,14 @@
 #include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/config.hpp"
+#include "ringtrain/models/spec.hpp"
 
 namespace ringtrain::models {
 
 struct ModelOptions {
   std::vector<std::size_t> mlp_hidden = {1024, 1024};  // hidden widths of `mlp`
   float dropout = 0.0f;                                // 0: no Dropout layers
-  // The cnn's 5x5 convolutions: kAuto lets Conv2d choose (Winograd from 8 channels).
+  // The convolutions: kAuto lets Conv2d choose (Winograd for 5x5 from 8 channels).
   Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;
   Shape input = {1, 28, 28};  // per-sample input shape
   std::size_t classes = 10;   // logits
@@ -33,20 +41,30 @@ struct ModelOptions {
 // Names accepted by make_model, in a stable order (for help texts and errors).
 const std::vector<std::string>& model_names();
 
-// A new, unplanned model. Throws UsageError naming the known models for an unknown name, and
-// when the model cannot take options.input (cnn on samples that are not (C, H, W) of H, W >= 4).
+// True if `model` names a spec file (it ends in ".toml").
+bool is_spec_file(const std::string& model);
+
+// The layer list --model names: a built-in's file with the options' edits applied, or the
+// file `model` read as is. Throws UsageError for an unknown name, a defect of the file
+// (spec.hpp), or options.dropout > 0 with a file.
+ModelSpec model_spec(const std::string& model, const ModelOptions& options = {});
+// The same for a training configuration (--model, --mlp-hidden, --dropout).
+ModelSpec model_spec(const TrainConfig& config);
+
+// A new, unplanned model. Throws UsageError as model_spec, and when the model cannot take
+// options.input or does not end in options.classes outputs (infer_shapes).
 std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options = {});
 
-// The model a training configuration names (--model, --mlp-hidden, --dropout), for
-// Fashion-MNIST, or for samples of `input` shape and `classes` classes.
+// The model a training configuration names (--model, --mlp-hidden, --dropout,
+// --conv-algorithm), for Fashion-MNIST, or for samples of `input` shape and `classes` classes.
 std::unique_ptr<Sequential> make_model(const TrainConfig& config);
 std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& input,
                                        std::size_t classes);
 
-// Per-sample input shape of every model here: (1, 28, 28).
+// Per-sample input shape of Fashion-MNIST, the default data: (1, 28, 28).
 Shape input_shape();
 
-// True if the model contains a batch-dependent layer (BatchNorm).
+// True if the named model contains a batch-dependent layer (BatchNorm).
 bool has_batch_norm(const std::string& name);
 
 }  // namespace ringtrain::models

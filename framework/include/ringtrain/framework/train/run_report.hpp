@@ -1,7 +1,8 @@
 // What a run tells about itself before its first step: manifest.json (the
 // resolved configuration, world size, batches, the reduction convention, optimizer,
-// schedule, target and stopping rule, buckets, versions) and the start-up banner that rank 0
-// prints. Both are made from one RunFacts, so they cannot disagree.
+// schedule, target and stopping rule, buckets, versions, the model's layers and spec) and the
+// start-up banner that rank 0 prints (with the model's layer table). Both are made from one
+// RunFacts, so they cannot disagree.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "ringtrain/collectives/buckets.hpp"
 #include "ringtrain/framework/data/user_data.hpp"
+#include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/gradient_reducer.hpp"
@@ -22,6 +24,7 @@ namespace ringtrain {
 // Everything the manifest and the banner state; filled by the trainer during setup.
 struct RunFacts {
   const TrainConfig* config = nullptr;
+  const Sequential* model = nullptr;  // planned: its layer table and spec
   int world = 1;
   int ranks_per_node = 1;
   int cores = 1;

@@ -1,0 +1,54 @@
+// `ringtrain model NAME|FILE.toml [--input C,H,W] [--classes K]`: the model as the banner of
+// `ringtrain train` shows it (each layer's output shape and parameters), without data or
+// training. Checks the layer list as a run would: a defect is one line and exit 2.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/config.hpp"
+#include "ringtrain/models/registry.hpp"
+
+namespace ringtrain::cli {
+
+namespace {
+
+struct ModelArgs {
+  std::string model;
+  std::string input = "1,28,28";
+  std::size_t classes = 10;
+};
+
+int print_model(const ModelArgs& args, bool leader) {
+  const Shape input = parse_size_list(args.input, "--input");
+  for (std::size_t d : input)
+    if (d == 0) throw UsageError("--input " + args.input + ": sizes must be > 0");
+  if (args.classes == 0) throw UsageError("--classes 0: a model needs at least one class");
+  const std::unique_ptr<Sequential> model =
+      models::build_model(models::model_spec(args.model), input, args.classes);
+  model->plan(input, 1);
+  if (leader)
+    std::printf("model %s: samples %s, %zu classes\n%s", args.model.c_str(),
+                to_string(input).c_str(), args.classes, model->summary().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_model(CLI::App& app, Runner& run, bool leader) {
+  auto args = std::make_shared<ModelArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "model", "print a model's layers, output shapes and parameters without training");
+  sub->add_option("model", args->model, "mlp | cnn | cnn-bn | FILE.toml (a [[layers]] list)")
+      ->required();
+  sub->add_option("--input", args->input, "per-sample shape, e.g. C,H,W or FEATURES")
+      ->capture_default_str();
+  sub->add_option("--classes", args->classes, "number of classes (the last layer's width)")
+      ->capture_default_str();
+  sub->callback(
+      [&run, args, leader] { run = [args, leader] { return print_model(*args, leader); }; });
+}
+
+}  // namespace ringtrain::cli
