@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,12 +125,18 @@ void own_gemm(Op op, int m, int n, int k, const float* a, const float* b, float*
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
-  if (g_kernels.load(std::memory_order_relaxed) == Kernels::kOwn && alpha == 1.0f &&
-      (beta == 0.0f || beta == 1.0f) && own_kernels_take(trans_a, trans_b, m, n, k)) {
+  const bool own = g_kernels.load(std::memory_order_relaxed) == Kernels::kOwn;
+  if (own && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      own_kernels_take(trans_a, trans_b, m, n, k)) {
     const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
     own_gemm(op, m, n, k, a, b, c, beta == 1.0f);
     return;
   }
+  // Under kOwn the rest runs on OpenBLAS single-threaded: its threaded products are not
+  // bitwise those of one thread (dx = dy·W at 128 x 1024 x 1024 differs), and under kOwn no
+  // bit depends on the thread count.
+  std::optional<ScopedThreads> one_thread;
+  if (own) one_thread.emplace(1);
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
@@ -163,14 +170,14 @@ std::string config() {
 // * y = x·Wᵀ (A·Bᵀ) up to 256 samples, so the evaluation's chunks of 256 take them too; by
 //   512 samples OpenBLAS draws level.
 // * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins.
-// * dx = dy·W (A·B) while dx itself is at most 64 x 1024 floats (256 KB): the B-streaming
-//   driver keeps all of it in a scratch tile, which must stay in L2; wider or taller dx,
-//   with W out of cache, is faster on OpenBLAS.
+// * dx = dy·W (A·B) while dx itself is at most 128 x 1024 floats (512 KB): the B-streaming
+//   driver keeps all of its block of dx in a scratch tile, which must stay in L2; wider or
+//   taller dx, with W out of cache, is faster on OpenBLAS.
 // Winograd's products (32 channels) and the small-channel convolutions stay with OpenBLAS,
 // which was faster there; so does the 10-class output layer.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
   constexpr int kMinBatch = 48, kMaxBatchAtB = 128, kMaxBatchABt = 256, kMinFeatures = 64;
-  constexpr long kMaxStreamedC = 64 * 1024;  // A·B: elements of C the scratch tile holds
+  constexpr long kMaxStreamedC = 128 * 1024;  // A·B: elements of C the scratch tile holds
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
   if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
     return k >= kMinBatch && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;

@@ -157,8 +157,9 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
   const std::vector<Call> calls = {
       {Op::kABt, Trans::kNo, Trans::kYes, 64, 1024, 784, true},  // mlp forward, 64 samples
       {Op::kAB, Trans::kNo, Trans::kNo, 64, 1024, 1024, true},   // dx = dy·W: own
-      // dx above 64 x 1024 floats (the B-streaming driver's tile): OpenBLAS.
-      {Op::kAB, Trans::kNo, Trans::kNo, 128, 1024, 1024, false},
+      // dx up to 128 x 1024 floats (the B-streaming driver's tile): own; above, OpenBLAS.
+      {Op::kAB, Trans::kNo, Trans::kNo, 128, 1024, 1024, true},
+      {Op::kAB, Trans::kNo, Trans::kNo, 192, 1024, 1024, false},
       {Op::kAB, Trans::kNo, Trans::kNo, 64, 3136, 1024, false},
       // dW = dyᵀ·x at 128 samples: own.
       {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 784, 128, true},
