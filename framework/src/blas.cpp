@@ -234,9 +234,23 @@ Kernels kernels() {
 }
 
 std::string kernels_report() {
-  if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS";
-  return "products: ringtrain's AVX-512 kernels for Linear layers' y = x·Wᵀ and dW = dyᵀ·x "
-         "(48+ samples per rank, one BLAS thread), OpenBLAS for the rest";
+  const int t = threads();
+  const std::string on = t == 1 ? "one thread" : std::to_string(t) + " threads";
+  if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS on " + on;
+  return "products: ringtrain's AVX-512 kernels on " + on +
+         " for Linear layers' y = x·Wᵀ (48-256 samples per rank), dW = dyᵀ·x (48-128) and "
+         "dx = dy·W (dx up to 128 x 1024 floats), the same bits at any thread count; "
+         "OpenBLAS on one thread for the rest";
+}
+
+std::string kernels_warning() {
+  if (threads() <= 1 || kernels() != Kernels::kOpenBlas) return "";
+  const std::string t = std::to_string(threads());
+  std::string faster = t + " times as many ranks with --blas-threads 1 on the same cores";
+  if (own_kernels_supported()) faster = "--gemm own, or " + faster;
+  return "warning: OpenBLAS on " + t +
+         " threads per rank was measured slower here than " + faster +
+         " (bench/README-gemm.md, \"Threads\")";
 }
 
 namespace {

@@ -34,8 +34,12 @@ Kernels resolve_kernels(const std::string& name);
 // Process-wide, like the thread count: set once at start-up, before any product runs.
 void set_kernels(Kernels kernels);
 Kernels kernels();
-// One line for start-up banners and the manifest.
+// One line for start-up banners and the manifest: which code runs the products at the
+// current thread count.
 std::string kernels_report();
+// One line for start-up banners when the choice and thread count are known to be slower on
+// the machines measured (bench/README-gemm.md) than an alternative, naming it; else empty.
+std::string kernels_warning();
 // True if this product (alpha = 1, beta 0 or 1) runs on the own kernels under kOwn, at any
 // thread count: the rule above, by shape alone.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k);
