@@ -1,5 +1,6 @@
 // bench_gemm: ringtrain's own AVX-512 products against OpenBLAS on the products of the
-// models' Linear layers, one thread, the same inputs, in the same run.
+// models' Linear layers, the same inputs, in the same run, at `--threads T` BLAS threads
+// (default 1): OpenBLAS with T threads against the own kernels' blocks on T threads.
 //
 // For each product of a training step (forward y = x·Wᵀ, dx = dy·W, dW = dyᵀ·x) of the mlp
 // (784-1024-1024-10) and of the cnn's big layer (3136 -> 1024), at the samples per rank
@@ -16,7 +17,8 @@
 //
 // --untaken times the own kernels on every product, also those the routing rule
 // (blas::own_kernels_take) sends to OpenBLAS: the evidence for moving that rule.
-//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20] [--cold] [--untaken]
+// (--untaken calls them on one thread.)
+//   bench_gemm [--samples 64,128] [--rounds 15] [--calls 20] [--cold] [--untaken] [--threads T]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   blas::reexec_with_better_core(argv);
   CLI::App app{"ringtrain's own AVX-512 products against OpenBLAS, one thread"};
   std::vector<int> samples_list = {64, 128};
-  int rounds = 15, calls = 20;
+  int rounds = 15, calls = 20, threads = 1;
   bool cold = false, untaken = false;
   app.add_option("--samples", samples_list, "samples per rank")
       ->delimiter(',')
@@ -78,19 +80,20 @@ int main(int argc, char** argv) {
   app.add_flag("--cold", cold, "evict the caches before every product (64 MiB written)");
   app.add_flag("--untaken", untaken,
                "time the own kernels also on the products the routing rule gives OpenBLAS");
+  app.add_option("--threads", threads, "BLAS threads of both sides")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (!blas::own_kernels_supported()) {
     std::printf("bench_gemm: this CPU has no AVX-512F; ringtrain's own kernels cannot run\n");
     return 77;
   }
-  if (rounds < 1 || calls < 1) {
-    std::fprintf(stderr, "bench_gemm: --rounds and --calls must be >= 1\n");
+  if (rounds < 1 || calls < 1 || threads < 1) {
+    std::fprintf(stderr, "bench_gemm: --rounds, --calls and --threads must be >= 1\n");
     return 2;
   }
-  blas::set_threads(1);
+  blas::set_threads(threads);
   std::printf(
-      "bench_gemm: %s; one thread; %d rounds of %d products per side, order alternating; %s\n",
-      blas::core_report().c_str(), rounds, calls,
+      "bench_gemm: %s; %d thread(s); %d rounds of %d products per side, order alternating; %s\n",
+      blas::core_report().c_str(), threads, rounds, calls,
       cold ? "caches evicted before every product (--cold)" : "warm caches");
   std::vector<float> evict(cold ? std::size_t{16} << 20 : 0);
   std::printf("%-24s %5s %5s %5s  %9s %9s  %s\n", "product", "m", "n", "k", "OpenBLAS", "own",

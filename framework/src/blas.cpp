@@ -10,11 +10,14 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/gemm_avx512.hpp"
+#include "ringtrain/framework/thread_pool.hpp"
 
 namespace ringtrain::blas {
 
@@ -23,32 +26,117 @@ namespace {
 // The choice of kernels; written once at start-up (set_kernels), read by every product.
 std::atomic<Kernels> g_kernels{Kernels::kOpenBlas};
 
-// Scratch of the own kernels, per calling thread (Conv2d's parts call gemm concurrently).
+// The rank's threads for the own kernels' blocks (see own_gemm). Process-wide like OpenBLAS's
+// thread count, which decides how many of them a product uses; made by set_threads when the
+// count first exceeds what it has, and never shrunk (ScopedThreads lowers the count for a
+// parallel region of a layer and raises it again after).
+std::unique_ptr<ThreadPool> g_pool;
+
+// Scratch of the own kernels, per calling thread (Conv2d's parts call gemm concurrently, and
+// each pool thread computes its own block).
 struct OwnScratch {
   std::vector<float> a_pack, b_pack, tile;
 };
 thread_local OwnScratch own_scratch;
+
+using avx512::Op;
+
+// A block of C: rows [row0, row0 + rows), columns [col0, col0 + cols).
+struct Block {
+  int row0, rows, col0, cols;
+};
+
+// How C is cut into the blocks of the threads: along rows or columns, in units of `unit`
+// (the drivers' tile sizes, so that no thread gets a ragged tile inside its block). C's
+// elements are each computed whole by one thread, and each is summed over k in the order the
+// driver fixes whatever the block (gemm_avx512.hpp), so the cut changes no bit.
+//   y = x·Wᵀ  (A·Bᵀ): by 64-sample row blocks while there are as many as threads (each
+//             thread reads all of W once and packs only its own samples), else by columns
+//             of 48 (W's rows split; each thread packs all the samples).
+//   dW = dyᵀ·x (Aᵀ·B): by rows of 8 (the output features of dW).
+//   dx = dy·W  (A·B): by columns of 48 (each thread streams its columns of W).
+struct Cut {
+  bool by_rows;
+  int unit, extent;
+  int units() const { return (extent + unit - 1) / unit; }
+};
+
+Cut cut_of(Op op, int m, int n, int threads) {
+  constexpr int kSampleBlock = 64, kRowUnit = 8, kColumnUnit = 48;
+  if (op == Op::kAtB) return {true, kRowUnit, m};
+  if (op == Op::kABt && (m + kSampleBlock - 1) / kSampleBlock >= threads)
+    return {true, kSampleBlock, m};
+  return {false, kColumnUnit, n};
+}
+
+// Threads a product takes: at most `threads` and one unit each, and no more than one per
+// kMinFlopsPerPart of work (waking a thread costs microseconds).
+int parts_of(const Cut& cut, int m, int n, int k, int threads) {
+  constexpr double kMinFlopsPerPart = 4e6;
+  const double flops = 2.0 * m * n * k;
+  const int by_work = std::max(1, static_cast<int>(flops / kMinFlopsPerPart));
+  return std::max(1, std::min({threads, cut.units(), by_work}));
+}
+
+Block block_of(const Cut& cut, int part, int parts, int m, int n) {
+  const long units = cut.units();
+  const int begin = static_cast<int>(part * units / parts) * cut.unit;
+  const int end = std::min(cut.extent, static_cast<int>((part + 1) * units / parts) * cut.unit);
+  return cut.by_rows ? Block{begin, end - begin, 0, n} : Block{0, m, begin, end - begin};
+}
+
+// One block of C = op(A, B) on the own kernels, on the calling thread.
+void own_block(Op op, int m, int n, int k, const float* a, const float* b, float* c,
+               bool accumulate, const Block& blk) {
+  // Rows of A, B and C as stored, and where the block starts in each.
+  const avx512::Strides ld{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
+  const long a_offset = op == Op::kAtB ? blk.row0 : static_cast<long>(blk.row0) * k;
+  const long b_offset = op == Op::kABt ? static_cast<long>(blk.col0) * k : blk.col0;
+  const long c_offset = static_cast<long>(blk.row0) * n + blk.col0;
+  const avx512::WorkspaceSize size = avx512::workspace_size(op, blk.rows, blk.cols, k);
+  OwnScratch& s = own_scratch;
+  if (s.a_pack.size() < size.a_pack) s.a_pack.resize(size.a_pack);
+  if (s.b_pack.size() < size.b_pack) s.b_pack.resize(size.b_pack);
+  if (s.tile.size() < size.tile) s.tile.resize(size.tile);
+  avx512::gemm(op, blk.rows, blk.cols, k, a + a_offset, b + b_offset, c + c_offset, ld, accumulate,
+               {s.a_pack.data(), s.b_pack.data(), s.tile.data()});
+}
+
+// C = op(A, B) on the own kernels, its blocks on the rank's threads (part 0 on the caller).
+void own_gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
+              bool accumulate) {
+  const int threads = g_pool ? std::min<int>(openblas_get_num_threads(),
+                                             static_cast<int>(g_pool->participants()))
+                             : 1;
+  const Cut cut = cut_of(op, m, n, threads);
+  const int parts = parts_of(cut, m, n, k, threads);
+  if (parts == 1) {
+    own_block(op, m, n, k, a, b, c, accumulate, {0, m, 0, n});
+    return;
+  }
+  auto body = [&](std::size_t part) {
+    own_block(op, m, n, k, a, b, c, accumulate, block_of(cut, static_cast<int>(part), parts, m, n));
+  };
+  g_pool->run(static_cast<std::size_t>(parts), body);
+}
 
 }  // namespace
 
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
-  if (g_kernels.load(std::memory_order_relaxed) == Kernels::kOwn && alpha == 1.0f &&
-      (beta == 0.0f || beta == 1.0f) && openblas_get_num_threads() == 1) {
-    if (own_kernels_take(trans_a, trans_b, m, n, k)) {
-      using avx512::Op;
-      const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
-      const avx512::WorkspaceSize size = avx512::workspace_size(op, m, n, k);
-      OwnScratch& s = own_scratch;
-      if (s.a_pack.size() < size.a_pack) s.a_pack.resize(size.a_pack);
-      if (s.b_pack.size() < size.b_pack) s.b_pack.resize(size.b_pack);
-      if (s.tile.size() < size.tile) s.tile.resize(size.tile);
-      avx512::gemm(op, m, n, k, a, b, c, beta == 1.0f,
-                   {s.a_pack.data(), s.b_pack.data(), s.tile.data()});
-      return;
-    }
+  const bool own = g_kernels.load(std::memory_order_relaxed) == Kernels::kOwn;
+  if (own && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      own_kernels_take(trans_a, trans_b, m, n, k)) {
+    const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
+    own_gemm(op, m, n, k, a, b, c, beta == 1.0f);
+    return;
   }
+  // Under kOwn the rest runs on OpenBLAS single-threaded: its threaded products are not
+  // bitwise those of one thread (dx = dy·W at 128 x 1024 x 1024 differs), and under kOwn no
+  // bit depends on the thread count.
+  std::optional<ScopedThreads> one_thread;
+  if (own) one_thread.emplace(1);
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
@@ -57,7 +145,10 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
 }
 
 void set_threads(int threads) {
-  openblas_set_num_threads(threads < 1 ? 1 : threads);
+  threads = std::max(1, threads);
+  openblas_set_num_threads(threads);
+  if (threads > 1 && (!g_pool || static_cast<int>(g_pool->participants()) < threads))
+    g_pool = std::make_unique<ThreadPool>(static_cast<std::size_t>(threads));
 }
 int threads() {
   return openblas_get_num_threads();
@@ -79,14 +170,14 @@ std::string config() {
 // * y = x·Wᵀ (A·Bᵀ) up to 256 samples, so the evaluation's chunks of 256 take them too; by
 //   512 samples OpenBLAS draws level.
 // * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins.
-// * dx = dy·W (A·B) while dx itself is at most 64 x 1024 floats (256 KB): the B-streaming
-//   driver keeps all of it in a scratch tile, which must stay in L2; wider or taller dx,
-//   with W out of cache, is faster on OpenBLAS.
+// * dx = dy·W (A·B) while dx itself is at most 128 x 1024 floats (512 KB): the B-streaming
+//   driver keeps all of its block of dx in a scratch tile, which must stay in L2; wider or
+//   taller dx, with W out of cache, is faster on OpenBLAS.
 // Winograd's products (32 channels) and the small-channel convolutions stay with OpenBLAS,
 // which was faster there; so does the 10-class output layer.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
   constexpr int kMinBatch = 48, kMaxBatchAtB = 128, kMaxBatchABt = 256, kMinFeatures = 64;
-  constexpr long kMaxStreamedC = 64 * 1024;  // A·B: elements of C the scratch tile holds
+  constexpr long kMaxStreamedC = 128 * 1024;  // A·B: elements of C the scratch tile holds
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
   if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
     return k >= kMinBatch && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;
@@ -143,9 +234,23 @@ Kernels kernels() {
 }
 
 std::string kernels_report() {
-  if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS";
-  return "products: ringtrain's AVX-512 kernels for Linear layers' y = x·Wᵀ and dW = dyᵀ·x "
-         "(48+ samples per rank, one BLAS thread), OpenBLAS for the rest";
+  const int t = threads();
+  const std::string on = t == 1 ? "one thread" : std::to_string(t) + " threads";
+  if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS on " + on;
+  return "products: ringtrain's AVX-512 kernels on " + on +
+         " for Linear layers' y = x·Wᵀ (48-256 samples per rank), dW = dyᵀ·x (48-128) and "
+         "dx = dy·W (dx up to 128 x 1024 floats), the same bits at any thread count; "
+         "OpenBLAS on one thread for the rest";
+}
+
+std::string kernels_warning() {
+  if (threads() <= 1 || kernels() != Kernels::kOpenBlas) return "";
+  const std::string t = std::to_string(threads());
+  std::string faster = t + " times as many ranks with --blas-threads 1 on the same cores";
+  if (own_kernels_supported()) faster = "--gemm own, or " + faster;
+  return "warning: OpenBLAS on " + t +
+         " threads per rank was measured slower here than " + faster +
+         " (bench/README-gemm.md, \"Threads\")";
 }
 
 namespace {

@@ -101,9 +101,10 @@ constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // the 8 x 48 tile of both A·B
 // columns of B (a multiple of kNR; one block covers a 1024-wide layer).
 constexpr int kKC = 128, kMC = 64, kNC = 22 * kNR;
 
-// C (m x n) = Aᵀ·B, A stored (k x m), B (k x n).
-RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, float* c,
-                           bool accumulate, const Workspace& ws) {
+// C (m x n) = Aᵀ·B, A stored (k x m), B (k x n); rows of A, B and C lie lda, ldb, ldc floats
+// apart (a block of larger matrices).
+RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, const float* b, long ldb,
+                           float* c, long ldc, bool accumulate, const Workspace& ws) {
   // C written once (one k block, nothing to add): non-temporal stores, which skip reading the
   // lines of C before overwriting them (a layer's dW is megabytes, long out of cache).
   const bool stream = !accumulate && k <= kKC;
@@ -116,8 +117,8 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, 
       for (int jr = 0; jr < nc; jr += kNR) {
         float* dst = ws.b_pack + static_cast<long>(jr) * kc;
         const int w = min_int(kNR, nc - jr);
-        const float* src = b + static_cast<long>(p0) * n + (j0 + jr);
-        for (int kk = 0; kk < kc; ++kk, src += n)
+        const float* src = b + p0 * ldb + (j0 + jr);
+        for (int kk = 0; kk < kc; ++kk, src += ldb)
 #pragma GCC unroll 4
           for (int q = 0; q < kNV; ++q)
             _mm512_storeu_ps(dst + kk * kNR + 16 * q,
@@ -130,15 +131,15 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, 
         for (int ir = 0; ir < mc; ir += kMR) {
           float* dst = ws.a_pack + static_cast<long>(ir) * kc;
           const int h = min_int(kMR, mc - ir);
-          const float* src = a + static_cast<long>(p0) * m + (i0 + ir);
-          for (int kk = 0; kk < kc; ++kk, src += m)
+          const float* src = a + p0 * lda + (i0 + ir);
+          for (int kk = 0; kk < kc; ++kk, src += lda)
             _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR), _mm512_maskz_loadu_ps(lanes(h), src));
         }
         for (int jr = 0; jr < nc; jr += kNR)
           for (int ir = 0; ir < mc; ir += kMR)
             micro_packed<kMR, kNV>(kc, ws.a_pack + static_cast<long>(ir) * kc,
                                    ws.b_pack + static_cast<long>(jr) * kc,
-                                   c + static_cast<long>(i0 + ir) * n + j0 + jr, n, add, stream,
+                                   c + (i0 + ir) * ldc + j0 + jr, ldc, add, stream,
                                    min_int(kMR, mc - ir), min_int(kNR, nc - jr));
       }
     }
@@ -161,9 +162,39 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, const float* b, 
 // can follow keeps the FMAs fed (bench/README-gemm.md, "dx = dy·W on a driver that streams W").
 constexpr int kStreamKB = 64;
 
-// C (m x n) = A·B, A (m x k) row-major, B (k x n).
-RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, const float* b, float* c,
-                             bool accumulate, const Workspace& ws) {
+// The cache lines of the next block of B to prefetch: `rows` rows of `cols` floats, ld apart.
+// One run of lines when the rows are contiguous (ld = cols); else each row's lines, one line
+// more than its length so that a row starting inside a line is covered.
+class NextBlock {
+ public:
+  NextBlock(const float* first, int rows, int cols, long ld)
+      : base_(reinterpret_cast<const char*>(first)),
+        rows_(rows),
+        contiguous_(ld == cols),
+        row_lines_(contiguous_ ? 0 : (static_cast<long>(cols) * 4 + 63) / 64 + 1),
+        row_bytes_(ld * 4),
+        cols_(cols) {}
+  long lines() const {
+    return contiguous_ ? (static_cast<long>(rows_) * cols_ * 4 + 63) / 64 : rows_ * row_lines_;
+  }
+  const char* line(long index) const {
+    if (contiguous_) return base_ + index * 64;
+    const char* row = base_ + (index / row_lines_) * row_bytes_;
+    const auto start = reinterpret_cast<std::uintptr_t>(row) & ~std::uintptr_t(63);
+    return reinterpret_cast<const char*>(start) + (index % row_lines_) * 64;
+  }
+
+ private:
+  const char* base_;
+  int rows_;
+  bool contiguous_;
+  long row_lines_, row_bytes_;
+  int cols_;
+};
+
+// C (m x n) = A·B, A (m x k) row-major, B (k x n); rows lie lda, ldb, ldc floats apart.
+RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, long lda, const float* b,
+                             long ldb, float* c, long ldc, bool accumulate, const Workspace& ws) {
   const int panels = (m + kMR - 1) / kMR, jpanels = (n + kNR - 1) / kNR;
   // apack[p·k·MR + kk·MR + r] = A[p·MR + r][kk], zero padded; in blocks of 16 k (one line of
   // a row of A), as gemm_abt's transpose
@@ -173,7 +204,7 @@ RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, const float* b
     for (int k0 = 0; k0 < k; k0 += 16)
       for (int r = 0; r < kMR; ++r)
         for (int kk = k0; kk < min_int(k, k0 + 16); ++kk)
-          dst[kk * kMR + r] = r < h ? a[static_cast<long>(p * kMR + r) * k + kk] : 0.0f;
+          dst[kk * kMR + r] = r < h ? a[(p * kMR + r) * lda + kk] : 0.0f;
   }
   // tile[(jp·panels + p)·MR·NR + r·NR + j] = C[p·MR + r][jp·NR + j], summed from zero
   float* const tile = ws.tile;
@@ -184,9 +215,8 @@ RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, const float* b
     const int kb = min_int(kStreamKB, k - k0);
     // The next block's lines, a few per tile call, so the whole block is asked for by the
     // time this one is done.
-    const int next_rows = min_int(kStreamKB, k - k0 - kb);
-    const char* next = reinterpret_cast<const char*>(b + static_cast<long>(k0 + kb) * n);
-    const long next_lines = (static_cast<long>(next_rows) * n * 4 + 63) / 64;
+    const NextBlock next(b + (k0 + kb) * ldb, min_int(kStreamKB, k - k0 - kb), n, ldb);
+    const long next_lines = next.lines();
     const long per_call = (next_lines + calls - 1) / calls;
     long call = 0;
     for (int jp = 0; jp < jpanels; ++jp) {
@@ -203,8 +233,8 @@ RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, const float* b
 #pragma GCC unroll 3
           for (int q = 0; q < kNV; ++q) acc[r][q] = _mm512_loadu_ps(t + r * kNR + 16 * q);
         for (int kk = 0; kk < kb; ++kk) {
-          if (pf_begin + kk < pf_end) _mm_prefetch(next + (pf_begin + kk) * 64, _MM_HINT_T1);
-          const float* row = b + static_cast<long>(k0 + kk) * n + j0;
+          if (pf_begin + kk < pf_end) _mm_prefetch(next.line(pf_begin + kk), _MM_HINT_T1);
+          const float* row = b + (k0 + kk) * ldb + j0;
           const __m512 b0 = _mm512_maskz_loadu_ps(m0, row);
           const __m512 b1 = _mm512_maskz_loadu_ps(m1, row + 16);
           const __m512 b2 = _mm512_maskz_loadu_ps(m2, row + 32);
@@ -228,7 +258,7 @@ RT_AVX512 void gemm_streamed(int m, int n, int k, const float* a, const float* b
     for (int i = 0; i < m; ++i) {
       const float* t =
           tile + (static_cast<long>(jp) * panels + i / kMR) * kMR * kNR + (i % kMR) * kNR;
-      float* row = c + static_cast<long>(i) * n + jp * kNR;
+      float* row = c + i * ldc + jp * kNR;
 #pragma GCC unroll 3
       for (int q = 0; q < kNV; ++q) {
         const __mmask16 mask = lanes(n - jp * kNR - 16 * q);
@@ -290,9 +320,9 @@ RT_AVX512 RowsKernel rows_kernel(int rows) {
   }
 }
 
-// C (m x n) = A (m x k) · Bᵀ, B stored (n x k).
-RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, const float* b, float* c,
-                        bool accumulate, const Workspace& ws) {
+// C (m x n) = A (m x k) · Bᵀ, B stored (n x k); rows lie lda, ldb, ldc floats apart.
+RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, long lda, const float* b, long ldb,
+                        float* c, long ldc, bool accumulate, const Workspace& ws) {
   for (int i0 = 0; i0 < m; i0 += kRowsNR) {
     const int cols = min_int(kRowsNR, m - i0);
     // xp[kk·NR + ii] = A[i0 + ii][kk], zero padded. Both transposes here go in blocks of 16
@@ -305,14 +335,14 @@ RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, const float* b, flo
       for (int ii = 0; ii < kRowsNR; ++ii)
         for (int kk = k0; kk < k1; ++kk)
           ws.a_pack[static_cast<long>(kk) * kRowsNR + ii] =
-              ii < cols ? a[static_cast<long>(i0 + ii) * k + kk] : 0.0f;
+              ii < cols ? a[(i0 + ii) * lda + kk] : 0.0f;
     }
     for (long e = 0; e < static_cast<long>(n) * kRowsNR; e += 16)
       _mm512_storeu_ps(ws.tile + e, _mm512_setzero_ps());
     for (int p0 = 0; p0 < k; p0 += kRowsKC) {
       const int kc = min_int(kRowsKC, k - p0);
       for (int j0 = 0; j0 < n; j0 += kRowsMR)
-        rows_kernel(min_int(kRowsMR, n - j0))(kc, b + static_cast<long>(j0) * k + p0, k,
+        rows_kernel(min_int(kRowsMR, n - j0))(kc, b + j0 * ldb + p0, ldb,
                                               ws.a_pack + static_cast<long>(p0) * kRowsNR,
                                               ws.tile + static_cast<long>(j0) * kRowsNR);
     }
@@ -320,7 +350,7 @@ RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, const float* b, flo
     for (int j0 = 0; j0 < n; j0 += 16) {
       const int j1 = min_int(n, j0 + 16);
       for (int ii = 0; ii < cols; ++ii) {
-        float* row = c + static_cast<long>(i0 + ii) * n;
+        float* row = c + (i0 + ii) * ldc;
         const float* col = ws.tile + ii;
         if (accumulate)
           for (int j = j0; j < j1; ++j) row[j] += col[static_cast<long>(j) * kRowsNR];
@@ -349,15 +379,21 @@ WorkspaceSize workspace_size(Op op, int m, int n, int k) {
 
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
           const Workspace& ws) {
+  const Strides natural{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
+  gemm(op, m, n, k, a, b, c, natural, accumulate, ws);
+}
+
+void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
+          const Strides& ld, bool accumulate, const Workspace& ws) {
   switch (op) {
     case Op::kAB:  // A (m x k) row-major
-      gemm_streamed(m, n, k, a, b, c, accumulate, ws);
+      gemm_streamed(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);
       break;
     case Op::kAtB:  // A stored (k x m)
-      gemm_packed(m, n, k, a, b, c, accumulate, ws);
+      gemm_packed(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);
       break;
     case Op::kABt:
-      gemm_abt(m, n, k, a, b, c, accumulate, ws);
+      gemm_abt(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);
       break;
   }
 }

@@ -157,8 +157,9 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
   const std::vector<Call> calls = {
       {Op::kABt, Trans::kNo, Trans::kYes, 64, 1024, 784, true},  // mlp forward, 64 samples
       {Op::kAB, Trans::kNo, Trans::kNo, 64, 1024, 1024, true},   // dx = dy·W: own
-      // dx above 64 x 1024 floats (the B-streaming driver's tile): OpenBLAS.
-      {Op::kAB, Trans::kNo, Trans::kNo, 128, 1024, 1024, false},
+      // dx up to 128 x 1024 floats (the B-streaming driver's tile): own; above, OpenBLAS.
+      {Op::kAB, Trans::kNo, Trans::kNo, 128, 1024, 1024, true},
+      {Op::kAB, Trans::kNo, Trans::kNo, 192, 1024, 1024, false},
       {Op::kAB, Trans::kNo, Trans::kNo, 64, 3136, 1024, false},
       // dW = dyᵀ·x at 128 samples: own.
       {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 784, 128, true},
@@ -191,25 +192,43 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
   }
 }
 
-TEST_CASE("blas::gemm keeps OpenBLAS for every product while a rank has two BLAS threads",
-          "[gemm]") {
+TEST_CASE("blas::gemm: the own kernels give the same bits at 1, 2 and 3 threads", "[gemm]") {
+  // Each thread computes a block of whole elements of C, so the bits cannot depend on the
+  // thread count. Odd sizes, so blocks end inside tiles; y = x·Wᵀ at 130 samples is cut by
+  // sample blocks (3 of 64), at 70 samples by columns at 3 threads and by samples at 2.
   KernelsGuard guard;
-  blas::ScopedThreads two(2);
-  if (blas::threads() != 2) {
-    WARN("OpenBLAS gives this process one thread only: the case cannot be set up");
-    return;
-  }
-  std::mt19937 rng(11);
-  const Product p = random_product(Op::kAB, 64, 1024, 1024, rng);
-  std::vector<float> openblas(p.c.size()), routed(p.c.size());
-  blas::set_kernels(blas::Kernels::kOpenBlas);
-  blas::gemm(blas::Trans::kNo, blas::Trans::kNo, 64, 1024, 1024, 1.0f, p.a.data(), p.b.data(), 0.0f,
-             openblas.data());
   blas::set_kernels(blas::Kernels::kOwn);
-  blas::gemm(blas::Trans::kNo, blas::Trans::kNo, 64, 1024, 1024, 1.0f, p.a.data(), p.b.data(), 0.0f,
-             routed.data());
-  const bool same_as_openblas = routed == openblas;
-  REQUIRE(same_as_openblas);
+  std::mt19937 rng(13);
+  using blas::Trans;
+  struct Call {
+    Op op;
+    Trans ta, tb;
+    int m, n, k;
+  };
+  const std::vector<Call> calls = {
+      {Op::kABt, Trans::kNo, Trans::kYes, 130, 1001, 777},
+      {Op::kABt, Trans::kNo, Trans::kYes, 70, 1001, 777},
+      {Op::kAtB, Trans::kYes, Trans::kNo, 1001, 777, 97},
+      {Op::kAB, Trans::kNo, Trans::kNo, 61, 1001, 333},
+  };
+  for (const Call& call : calls)
+    for (bool accumulate : {false, true}) {
+      INFO(name_of(call.op) << " m=" << call.m << " n=" << call.n << " k=" << call.k
+                            << " accumulate=" << accumulate);
+      REQUIRE(blas::own_kernels_take(call.ta, call.tb, call.m, call.n, call.k));
+      const Product p = random_product(call.op, call.m, call.n, call.k, rng);
+      const std::vector<float> whole = run_own(call.op, call.m, call.n, call.k, p, accumulate);
+      for (int threads : {1, 2, 3}) {
+        blas::ScopedThreads scoped(threads);
+        INFO(threads << " threads (OpenBLAS reports " << blas::threads() << ")");
+        REQUIRE(blas::threads() == threads);
+        std::vector<float> c = p.c;
+        blas::gemm(call.ta, call.tb, call.m, call.n, call.k, 1.0f, p.a.data(), p.b.data(),
+                   accumulate ? 1.0f : 0.0f, c.data());
+        const bool same_bits = c == whole;
+        REQUIRE(same_bits);
+      }
+    }
 }
 
 TEST_CASE("Linear gradients through the own kernels match finite differences", "[gemm]") {

@@ -106,7 +106,7 @@ Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
     u_.assign(winograd::kPoints * out_c_ * in_c_, 0.0f);
   }
   parts_.clear();
-  parts_.resize(std::max<std::size_t>(1, std::min(threads, max_batch)));
+  parts_.resize(std::max<std::size_t>(1, std::min(kParts, max_batch)));
   // A part holds at most ceil(max_batch / parts) samples (see for_each_part).
   const std::size_t part_samples = (max_batch + parts_.size() - 1) / parts_.size();
   for (std::size_t p = 0; p < parts_.size(); ++p) {
@@ -123,7 +123,8 @@ Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
       ws.winograd_du.assign(winograd::kPoints * out_c_ * in_c_, 0.0f);
     }
   }
-  pool_ = parts_.size() > 1 ? std::make_unique<ThreadPool>(parts_.size()) : nullptr;
+  const std::size_t pool_threads = std::min(threads, parts_.size());
+  pool_ = pool_threads > 1 ? std::make_unique<ThreadPool>(pool_threads) : nullptr;
   return {out_c_, ho_, wo_};
 }
 
@@ -143,24 +144,32 @@ double Conv2d::forward_flops_per_sample() const {
   return 2.0 * double(out_c_) * double(patch_) * double(pixels_);
 }
 
-// Parts for a batch of n: the planned threads, no more than the BLAS budget now (a caller
-// may have lowered it since plan()), and no part without a sample.
+// Parts for a batch of n: the planned parts, and no part without a sample. Not the thread
+// count: the parts' partial sums are what the thread count must not change.
 std::size_t Conv2d::parts_for(std::size_t n) const {
-  const std::size_t budget = std::size_t(std::max(1, blas::threads()));
-  return std::min({parts_.size(), budget, n});
+  return std::min(parts_.size(), n);
 }
 
 // Part p of P takes samples [p·n/P, (p+1)·n/P): with n = 5, P = 2, part 0 gets 0..1 and
-// part 1 gets 2..4. The BLAS runs single-threaded inside the parallel region.
+// part 1 gets 2..4. Thread t of T runs parts [t·P/T, (t+1)·P/T) one after the other (part 0,
+// and with it the step's communication poll, on the caller), T = the threads planned, no
+// more than the BLAS budget now (a caller may have lowered it since plan()). The BLAS runs
+// single-threaded inside the parallel region.
 template <typename Body>
 void Conv2d::for_each_part(std::size_t n, std::size_t parts, Body&& body) {
-  auto run_part = [&](std::size_t p) { body(p, p * n / parts, (p + 1) * n / parts); };
-  if (parts <= 1) {
-    run_part(0);
+  auto run_parts = [&](std::size_t t, std::size_t threads) {
+    for (std::size_t p = t * parts / threads; p < (t + 1) * parts / threads; ++p)
+      body(p, p * n / parts, (p + 1) * n / parts);
+  };
+  const std::size_t budget = std::size_t(std::max(1, blas::threads()));
+  const std::size_t threads = pool_ ? std::min({pool_->participants(), budget, parts}) : 1;
+  if (threads <= 1) {
+    run_parts(0, 1);
     return;
   }
+  auto run_thread = [&](std::size_t t) { run_parts(t, threads); };
   blas::ScopedThreads single(1);
-  pool_->run(parts, run_part);
+  pool_->run(threads, run_thread);
 }
 
 // image: (C, H, W) -> col: (C·k·k, Ho·Wo), through padded: (C, H + 2p, W + 2p) + kChunk.

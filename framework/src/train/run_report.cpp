@@ -171,13 +171,17 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
           c.model, f.world, f.blas_threads, f.cores, f.ranks_per_node),
       "  " + blas::core_report(),
       "  " + blas::kernels_report(),
+  };
+  if (const std::string warning = blas::kernels_warning(); !warning.empty())
+    lines.push_back("  " + warning);
+  lines.insert(lines.end(), {
       fmt::format("  data {} ({}): {} train / {} test samples of shape {}, {} classes{}",
                   f.data.path, to_string(f.data.layout), f.train_samples, f.test_samples,
                   to_string(f.data.sample_shape), f.data.num_classes,
                   !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""),
       fmt::format("  global batch {} = local batches {}", f.global_batch,
                   fmt::join(f.local_batches, "+")),
-      fmt::format("  reduction {}", describe(f.reduction))};
+      fmt::format("  reduction {}", describe(f.reduction))});
   if (f.model) {
     const std::string table = f.model->summary();
     std::size_t begin = 0;

@@ -17,10 +17,11 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
 
 // Which code runs the products. kOwn: ringtrain's AVX-512 kernels (gemm_avx512.cpp) for the
 // products they were measured faster on in training, a Linear layer's products at batch
-// sizes and feature sizes that own_kernels_take in blas.cpp lists; everything else, and every
-// product while a rank has more than one BLAS thread, still goes to OpenBLAS. The choice decides
-// the bits of every result (another summation order), so runs compare bitwise only with the same
-// choice.
+// sizes and feature sizes that own_kernels_take in blas.cpp lists; everything else still goes
+// to OpenBLAS. With T BLAS threads (set_threads) the own kernels cut C into blocks of whole
+// elements, one per thread, so their results are bitwise the same at any T; the rule is by
+// shape alone for the same reason. The choice decides the bits of every result (another
+// summation order), so runs compare bitwise only with the same choice.
 enum class Kernels { kOpenBlas, kOwn };
 // True on a CPU with AVX-512F.
 bool own_kernels_supported();
@@ -33,13 +34,19 @@ Kernels resolve_kernels(const std::string& name);
 // Process-wide, like the thread count: set once at start-up, before any product runs.
 void set_kernels(Kernels kernels);
 Kernels kernels();
-// One line for start-up banners and the manifest.
+// One line for start-up banners and the manifest: which code runs the products at the
+// current thread count.
 std::string kernels_report();
-// True if this product (alpha = 1, beta 0 or 1) runs on the own kernels under kOwn with one
-// BLAS thread: the rule above, by shape alone.
+// One line for start-up banners when the choice and thread count are known to be slower on
+// the machines measured (bench/README-gemm.md) than an alternative, naming it; else empty.
+std::string kernels_warning();
+// True if this product (alpha = 1, beta 0 or 1) runs on the own kernels under kOwn, at any
+// thread count: the rule above, by shape alone.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k);
 
-// Threads OpenBLAS may use in this process (cores per node / ranks per node).
+// Threads the BLAS may use in this process (cores per node / ranks per node): OpenBLAS's
+// count, and the threads that compute the own kernels' blocks (made here, kept for the
+// process's life).
 void set_threads(int threads);
 int threads();
 

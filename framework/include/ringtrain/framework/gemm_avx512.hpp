@@ -1,6 +1,6 @@
 // ringtrain's own AVX-512 sgemm (gemm_avx512.cpp explains why and how). Layers reach it only
-// through blas::gemm (blas.hpp: Kernels), which calls it on a CPU with AVX-512F, on one
-// thread per call, for alpha = 1 and beta in {0, 1}. Exposed here for its tests
+// through blas::gemm (blas.hpp: Kernels), which calls it on a CPU with AVX-512F, for alpha = 1
+// and beta in {0, 1}, on each of the rank's threads for its block of C. Exposed here for its tests
 // (tests/framework/gemm_test.cpp) and bench_gemm. Calling it on a CPU without AVX-512F
 // is an illegal instruction: check blas::own_kernels_supported() first.
 #pragma once
@@ -28,8 +28,18 @@ struct WorkspaceSize {
 WorkspaceSize workspace_size(Op op, int m, int n, int k);
 
 // C = op(A, B), plus C if accumulate. m, n, k > 0. Deterministic: each element of C is summed
-// over k in the same order whatever the other sizes (k in blocks of 64 or 128, in order).
+// over k in the same order whatever the other sizes (k in blocks of 64 or 128, in order), so
+// a block of C computed on its own (the overload with strides) has the bits it has in the
+// whole product: blas::gemm splits C over threads that way.
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
           const Workspace& ws);
+// Floats between consecutive rows of A, B and C as stored (A stored (k x m) for kAtB, B
+// stored (n x k) for kABt): a block of larger matrices. The overload above passes the
+// matrices' own row lengths.
+struct Strides {
+  long a, b, c;
+};
+void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
+          const Strides& ld, bool accumulate, const Workspace& ws);
 
 }  // namespace ringtrain::blas::avx512

@@ -14,11 +14,13 @@
 //   dcol = Wᵀ · dy_i                      (C·k·k, Ho·Wo), then dx_i = col2im(dcol): the
 //          transpose of im2col, which adds every column entry back to the pixel it came from.
 //
-// Parallelism: the batch is cut into P contiguous parts of samples, P = the BLAS thread
-// budget of the rank (blas::threads() at plan(), capped by blas::threads() at the call and
-// by n). Part p runs on thread p of a pool planned once, calling the BLAS single-threaded;
-// its partial dW, db go to its own buffers and are summed in part order 0, 1, ..., P-1,
-// so the same thread count gives bitwise the same results run after run.
+// Parallelism: the batch is cut into P = min(kParts, n) contiguous parts of samples, whatever
+// the thread count. The parts run on the rank's threads (blas::threads() at plan(), capped by
+// blas::threads() at the call and by P; a pool planned once), each thread its run of
+// consecutive parts, calling the BLAS single-threaded; a part's partial dW, db go to its own
+// buffers and are summed in part order 0, 1, ..., P-1. So every thread count computes the
+// same sums: bitwise the same results at 1, 2 or 3 threads. Threads beyond kParts add nothing
+// to a convolution.
 //
 // Algorithm. A 5x5 kernel at stride 1 between layers of >= 8 channels (the cnn's second
 // layer) runs by Winograd's F(4x4, 5x5) instead (winograd.hpp: 64 products per 4x4 outputs
@@ -99,6 +101,7 @@ class Conv2d final : public Layer {
   void col2im(const float* col, float* image, float* padded) const;
 
   static constexpr std::size_t kChunk = 8;  // floats per copy in im2col (see conv2d.cpp)
+  static constexpr std::size_t kParts = 4;  // parts of a batch (see "Parallelism")
   static constexpr std::size_t kWinogradMinChannels = 8;  // kAuto: fewer -> im2col
   static constexpr std::size_t kWinogradImages = 4;       // images per group (see conv2d.cpp)
 
@@ -111,7 +114,7 @@ class Conv2d final : public Layer {
   bool winograd_ = false;             // Winograd F(4x4, 5x5) (decided in the constructor)
   winograd::Geometry winograd_geometry_;
   std::vector<float> u_;              // (64, O, C): the transformed filters of the last forward
-  std::vector<PartWorkspace> parts_;  // one per planned thread
+  std::vector<PartWorkspace> parts_;  // one per part
   std::unique_ptr<ThreadPool> pool_;  // null when one thread was planned
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;
 };

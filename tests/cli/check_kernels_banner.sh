@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# check_kernels_banner.sh RINGTRAIN
+# The banner names the code that runs the products at the rank's thread count, and warns when
+# that is OpenBLAS on several threads (measured slower than the alternatives it names); one
+# thread, or the own kernels, draw no warning.
+set -euo pipefail
+ringtrain=$1
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+banner() {  # banner NAME FLAGS...: the run's start-up lines in $out/NAME.txt
+  local name=$1; shift
+  "$ringtrain" train --steps 1 --no-eval --run-dir "$out/$name" "$@" >"$out/$name.txt" 2>&1
+}
+expect() {  # expect NAME TEXT
+  grep -qF "$2" "$out/$1.txt" || { cat "$out/$1.txt"; echo "FAIL: $1 has no '$2'"; exit 1; }
+}
+refuse() {  # refuse NAME TEXT
+  if grep -qF "$2" "$out/$1.txt"; then cat "$out/$1.txt"; echo "FAIL: $1 has '$2'"; exit 1; fi
+}
+banner openblas2 --gemm openblas --blas-threads 2
+expect openblas2 "products: OpenBLAS on 2 threads"
+expect openblas2 "warning: OpenBLAS on 2 threads per rank was measured slower here than"
+expect openblas2 "2 times as many ranks with --blas-threads 1"
+banner openblas1 --gemm openblas --blas-threads 1
+expect openblas1 "products: OpenBLAS on one thread"
+refuse openblas1 "warning: OpenBLAS"
+if grep -qw avx512f /proc/cpuinfo; then
+  expect openblas2 "than --gemm own, or"
+  banner own3 --gemm own --blas-threads 3
+  expect own3 "products: ringtrain's AVX-512 kernels on 3 threads"
+  refuse own3 "warning: OpenBLAS"
+fi
+grep -hF "products:" "$out"/*.txt
+echo "ok"
