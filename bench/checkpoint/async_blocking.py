@@ -16,11 +16,14 @@ From metrics.jsonl:
   step time  `step_s` of the logging windows of L steps. "after a save": the window right after
              each periodic save, which the background write overlaps (L is chosen so that it
              lasts about as long as the write); "quiet": the other windows (not the first).
+  lost       what a save costs the run: blocking + L x (step after a save - quiet step), the
+             stall plus the slowdown of the window the background write overlaps (for a
+             synchronous save the second term is noise around 0).
 The ratio async/sync is taken per round and the median of the rounds is reported, so slow
-drift of the machine cancels.
+drift of the machine cancels. --report FILE prints the figures of an earlier --json again.
 
   /usr/bin/python3 bench/checkpoint/async_blocking.py [--ringtrain build/ringtrain]
-      [--models mlp,cnn] [--ranks 2] [--rounds 5] [--json FILE]
+      [--models mlp,cnn] [--ranks 2] [--rounds 5] [--json FILE] [--report FILE]
 
 Benchmarks are programs, not timed tests; run it alone on the machine.
 """
@@ -48,6 +51,7 @@ def parse_args():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--report", help="print the figures of an earlier --json and exit")
     return ap.parse_args()
 
 
@@ -83,8 +87,15 @@ def run(o, model, mode, scratch):
             "step_after_save_s": statistics.median(after), "step_quiet_s": statistics.median(quiet)}
 
 
+def lost_per_save(model, run):
+    """Blocking time plus the slowdown of the window after the save, seconds."""
+    window = PLAN[model]["log_every"]
+    return run["blocking_s"] + window * (run["step_after_save_s"] - run["step_quiet_s"])
+
+
 def report(model, rounds):
     ratio = [r["on"]["blocking_s"] / r["off"]["blocking_s"] for r in rounds]
+    lost_ratio = [lost_per_save(model, r["on"]) / lost_per_save(model, r["off"]) for r in rounds]
     step_ratio = [r["on"]["step_after_save_s"] / r["off"]["step_after_save_s"] for r in rounds]
     quiet_ratio = [r["on"]["step_quiet_s"] / r["off"]["step_quiet_s"] for r in rounds]
     med = lambda xs: statistics.median(xs)
@@ -101,17 +112,29 @@ def report(model, rounds):
                "blocking_async_s_median": med(r["on"]["blocking_s"] for r in rounds),
                "persist_async_s_median": med(r["on"]["persist_s"] for r in rounds),
                "step_after_save_ratio_median": med(step_ratio),
-               "step_quiet_ratio_median": med(quiet_ratio)}
+               "step_quiet_ratio_median": med(quiet_ratio),
+               "lost_sync_s_median": med(lost_per_save(model, r["off"]) for r in rounds),
+               "lost_async_s_median": med(lost_per_save(model, r["on"]) for r in rounds),
+               "lost_ratio_median": med(lost_ratio)}
     print("  median blocking async/sync = %.3f (sync %.4f s, async %.4f s); async persist "
           "%.4f s; step time in the window after a save, async/sync = %.3f (other windows "
           "%.3f)" % (summary["blocking_ratio_median"], summary["blocking_sync_s_median"],
                      summary["blocking_async_s_median"], summary["persist_async_s_median"],
                      summary["step_after_save_ratio_median"], summary["step_quiet_ratio_median"]))
+    print("  time a save costs the run (blocking + %d x (step after a save - quiet step)): sync "
+          "%.4f s, async %.4f s, async/sync = %.3f (median of rounds)" % (
+              PLAN[model]["log_every"], summary["lost_sync_s_median"],
+              summary["lost_async_s_median"], summary["lost_ratio_median"]))
     return summary
 
 
 def main():
     o = parse_args()
+    if o.report:
+        with open(o.report) as f:
+            for model, result in json.load(f)["results"].items():
+                report(model, result["rounds"])
+        return 0
     o.ringtrain = os.path.abspath(o.ringtrain)
     scratch = tempfile.mkdtemp(prefix="async_blocking-")
     print("async_blocking  %s  N=%d  ringtrain %s" % (
