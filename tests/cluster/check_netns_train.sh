@@ -29,9 +29,11 @@ launcher=$!
 wait $launcher || fail "the two-host run failed"
 ! ip netns list | grep -q "^rt$launcher-" || fail "namespaces rt$launcher-* left behind"
 
-ranks_per_node=$(grep -o '"ranks_per_node": *[0-9]*' two-hosts/manifest.json | grep -o '[0-9]*$')
+# A top-level number of two-hosts/manifest.json.
+manifest() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' two-hosts/manifest.json "$1"; }
+ranks_per_node=$(manifest ranks_per_node)
 [[ $ranks_per_node == 1 ]] || fail "the two-host run had $ranks_per_node ranks per node, not 1"
-parameters=$(grep -o '"parameters": *[0-9]*' two-hosts/manifest.json | grep -o '[0-9]*$')
+parameters=$(manifest parameters)
 tx=$(cat host0-tx-bytes)
 ((tx >= steps * parameters * 4)) ||
   fail "host 0 sent $tx bytes on eth0, less than $steps steps x $((parameters * 4)) gradient bytes"

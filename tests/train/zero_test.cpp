@@ -5,14 +5,18 @@
 //     for SGD with momentum and AdamW, one bucket and several, overlap on and off, both
 //     progress drivers;
 //   - the optimizer state is divided: the ranks' bytes sum to the unsharded bytes, and each
-//     rank holds 1/N of them within one element per bucket and state tensor.
+//     rank holds 1/N of them within one element per bucket and state tensor;
+//   - a checkpoint's gather to rank 0 alone gives rank 0 what the all-gather gives.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "mpi_test.hpp"
+#include "ringtrain/collectives/buckets.hpp"
+#include "ringtrain/framework/train/optimizer_shard.hpp"
 #include "train_rig.hpp"
 
 using namespace ringtrain;
@@ -107,4 +111,29 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
         REQUIRE(all_ranks(bytes_ok));
       }
     }
+}
+
+TEST_CASE("gather_to_root gives rank 0 the full state that gather gives every rank") {
+  const collectives::Communicator comm;
+  const int n = comm.size(), rank = comm.rank();
+  // Parameter sizes incl. one smaller than N (a bucket with empty chunks) and odd sizes.
+  const std::vector<std::size_t> sizes = {30, 50, 250, 40, 70, 1, 3};
+  const std::size_t total = 444;
+  Facts facts;
+  for (const std::size_t cap_bytes : {std::size_t{4}, std::size_t{400}, std::size_t{1} << 20}) {
+    const auto buckets = collectives::plan_buckets(sizes, cap_bytes);
+    const OptimizerShard shard(buckets, total, n, rank, /*sharded=*/true);
+    // Each rank's shard holds its own elements' flat indices, plus 1000 x the rank's number
+    // (so a value in the wrong place, or from the wrong rank, shows).
+    std::vector<float> full(total), mine(shard.elements());
+    std::iota(full.begin(), full.end(), 1000.0f * float(rank));
+    shard.take(full, mine);
+    std::vector<float> everywhere(total), at_root(rank == 0 ? total : 0);
+    shard.gather(comm, mine, everywhere);
+    shard.gather_to_root(comm, mine, at_root);
+    if (rank == 0)
+      facts.check(at_root == everywhere,
+                  fmt::format("cap {}: rank 0's gathered state differs from gather()'s", cap_bytes));
+  }
+  REQUIRE_ALL_RANKS(facts);
 }

@@ -53,8 +53,9 @@ Checkpointer::~Checkpointer() {
 Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::uint64_t epoch) {
   Snapshot snap;
   snap.start_s = now_s();
-  // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp).
-  const std::vector<FullOptimizerState> gathered = gather_optimizer_state(comm_, state);
+  // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp);
+  // only rank 0, which writes it, gathers it.
+  const std::vector<FullOptimizerState> gathered = gather_optimizer_state_to_root(comm_, state);
   snap.header.step = state.progress.step;
   snap.header.epoch = epoch;
   snap.header.world_size = comm_.size();

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -49,6 +51,35 @@ void OptimizerShard::gather(const collectives::Communicator& comm, std::span<con
   if (!sharded_) return;
   for (const collectives::Bucket& b : buckets_)
     collectives::all_gather(comm, full.subspan(b.offset, b.elements));
+}
+
+void OptimizerShard::gather_to_root(const collectives::Communicator& comm,
+                                    std::span<const float> shard, std::span<float> full) const {
+  const bool root = comm.rank() == 0;
+  if (shard.size() != elements_ || (root && full.size() != total_))
+    throw Error(fmt::format("OptimizerShard::gather_to_root: got {} and {} elements, expected {} "
+                            "and {}", shard.size(), full.size(), elements_, total_));
+  if (root)
+    for (const ShardPiece& p : pieces_)
+      std::copy_n(shard.begin() + std::ptrdiff_t(p.shard_offset), p.count,
+                  full.begin() + std::ptrdiff_t(p.flat_offset));
+  if (!sharded_) return;
+  const auto n = static_cast<std::size_t>(comm.size());
+  std::vector<int> counts(n), displs(n);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    for (std::size_t r = 0; r < n; ++r) {
+      counts[r] = static_cast<int>(collectives::chunk_size(buckets_[b].elements, n, r));
+      displs[r] = static_cast<int>(collectives::chunk_begin(buckets_[b].elements, n, r));
+    }
+    const ShardPiece& mine = pieces_[b];
+    const float* send = shard.data() + mine.shard_offset;
+    if (root)
+      MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, full.data() + buckets_[b].offset, counts.data(),
+                  displs.data(), MPI_FLOAT, 0, comm.handle());
+    else
+      MPI_Gatherv(send, static_cast<int>(mine.count), MPI_FLOAT, nullptr, nullptr, nullptr,
+                  MPI_FLOAT, 0, comm.handle());
+  }
 }
 
 void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const UpdatePiece& update,

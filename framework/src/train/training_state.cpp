@@ -49,6 +49,19 @@ std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Commun
   return full;
 }
 
+std::vector<FullOptimizerState> gather_optimizer_state_to_root(
+    const collectives::Communicator& comm, const TrainingState& s) {
+  std::vector<FullOptimizerState> full;
+  if (!sharded(s)) return full;
+  const bool root = comm.rank() == 0;
+  for (const OptimizerStateView& view : s.optimizer.state()) {
+    std::vector<float> values(root ? s.shard->total_elements() : 0);
+    s.shard->gather_to_root(comm, view.values, values);
+    if (root) full.push_back({view.name, std::move(values)});
+  }
+  return full;
+}
+
 checkpoint::StateTree capture(const TrainingState& s,
                               std::span<const FullOptimizerState> gathered,
                               checkpoint::StateTree* recycle) {

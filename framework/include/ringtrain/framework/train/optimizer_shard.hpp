@@ -71,6 +71,11 @@ class OptimizerShard {
   // placed, then each bucket is ring all-gathered. Collective. Unsharded: a copy.
   void gather(const collectives::Communicator& comm, std::span<const float> shard,
               std::span<float> full) const;
+  // The same on rank 0 only (a checkpoint's writer): each bucket's chunks are gathered to
+  // rank 0 (MPI_Gatherv), so no other rank holds the full state. `full` is used on rank 0
+  // only (the others may pass an empty span). Collective. Unsharded: a copy on rank 0.
+  void gather_to_root(const collectives::Communicator& comm, std::span<const float> shard,
+                      std::span<float> full) const;
 
  private:
   std::vector<collectives::Bucket> buckets_;

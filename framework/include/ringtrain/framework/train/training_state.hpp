@@ -65,6 +65,10 @@ struct FullOptimizerState {
 // Every optimizer state tensor of a sharded state, in full on every rank. Collective.
 std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Communicator& comm,
                                                        const TrainingState& state);
+// The same on rank 0 only: the other ranks get an empty list and never hold the full
+// state (what a save needs: only rank 0 writes). Collective.
+std::vector<FullOptimizerState> gather_optimizer_state_to_root(
+    const collectives::Communicator& comm, const TrainingState& state);
 
 // A sharded state needs its optimizer tensors gathered first (`gathered`, in the order of
 // optimizer.state()); throws Error otherwise. Unsharded, `gathered` is ignored. `recycle`:
