@@ -21,14 +21,6 @@ using namespace ringtrain::testing;
 
 namespace {
 
-// A folder every rank sees: rank 0 makes it, the others learn its name. Collective.
-std::filesystem::path shared_temp_dir() {
-  char name[64] = "/tmp/ringtrain-spec-XXXXXX";
-  if (world_rank() == 0 && mkdtemp(name) == nullptr) name[0] = '\0';
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return name;
-}
-
 // Trains `model` (or, if null, the model `ringtrain train` builds from config.model for the
 // data) on `comm` with its run directory under `dir`; returns the final parameters.
 std::vector<float> train(TrainConfig config, MPI_Comm comm_handle, const std::filesystem::path& dir,
@@ -75,7 +67,7 @@ void write_user_files(const std::filesystem::path& dir) {
 
 TEST_CASE("built-in models from spec files train bitwise as the hand-built ones",
           "[models][train]") {
-  const auto dir = shared_temp_dir();
+  const auto dir = shared_temp_dir("ringtrain-spec");
   Facts facts;
   for (const std::string name : {"mlp", "cnn-bn"}) {
     TrainConfig config = small_config(name, name == "mlp" ? 6 : 3, 12);
@@ -96,7 +88,7 @@ TEST_CASE("built-in models from spec files train bitwise as the hand-built ones"
 
 TEST_CASE("a user spec with conv2d, batchnorm and dropout trains at N ranks as in one process",
           "[models][train]") {
-  const auto dir = shared_temp_dir();
+  const auto dir = shared_temp_dir("ringtrain-spec");
   bool written = true;
   if (world_rank() == 0) {
     try {

@@ -4,6 +4,8 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace ringtrain::testing {
@@ -25,6 +27,19 @@ inline int world_size() {
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
+}
+
+// A fresh folder every rank sees: rank 0 makes it under /tmp with `prefix` in its name, the
+// others learn its name. Collective. Empty if rank 0 could not make it.
+inline std::filesystem::path shared_temp_dir(const std::string& prefix) {
+  char name[128] = {};
+  if (world_rank() == 0) {
+    std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+    pattern.copy(name, sizeof name - 1);
+    if (mkdtemp(name) == nullptr) name[0] = '\0';
+  }
+  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return name;
 }
 
 // The facts a test checks on this rank, and in words the ones that failed. Ranks agree on the

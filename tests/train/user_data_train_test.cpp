@@ -21,14 +21,6 @@ using ringtrain::test::write_plain;
 
 namespace {
 
-// A folder every rank sees: rank 0 makes it, the others learn its name. Collective.
-std::filesystem::path shared_temp_dir() {
-  char name[64] = "/tmp/ringtrain-userdata-XXXXXX";
-  if (world_rank() == 0 && mkdtemp(name) == nullptr) name[0] = '\0';
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return name;
-}
-
 // Rank 0 runs `write`; every rank learns whether it worked. Collective.
 template <typename Write>
 bool written_by_rank0(Write&& write) {
@@ -77,7 +69,7 @@ TrainConfig small_run(const std::string& model) {
 }  // namespace
 
 TEST_CASE("the same data as IDX, .npy and HDF5 train to bitwise the same model", "[train][data]") {
-  const auto dir = shared_temp_dir();
+  const auto dir = shared_temp_dir("ringtrain-userdata");
   const SmallData data;
   REQUIRE(written_by_rank0([&] {
     data.write_idx_dir(dir / "idx");
@@ -113,7 +105,7 @@ TEST_CASE("the same data as IDX, .npy and HDF5 train to bitwise the same model",
 }
 
 TEST_CASE("a cnn is built for the data's (C, H, W) samples and classes", "[train][data]") {
-  const auto dir = shared_temp_dir();
+  const auto dir = shared_temp_dir("ringtrain-userdata");
   // 10 train and 6 test samples of (3, 9, 10) float32, 5 classes
   const auto x = [](std::uint64_t n) {
     std::vector<float> v(n * 3 * 9 * 10);
