@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "ringtrain/checkpoint/commit.hpp"
@@ -30,6 +32,7 @@ class ScriptedFaults final : public FaultInjector {
   }
   void after_step(int rank, std::uint64_t done) const override {
     if (plan_.kill_rank == rank && plan_.kill_step == done) std::raise(SIGKILL);
+    if (plan_.pause_step == done && !plan_.pause_file.empty()) wait_for_pause_file(rank);
   }
   void before_save(int rank, std::uint64_t done) const override {
     if (rank != 0) return;
@@ -57,6 +60,17 @@ class ScriptedFaults final : public FaultInjector {
   }
 
  private:
+  // Says so (rank 0) and polls for the test's file; gives up after a minute so a broken test
+  // cannot hang a run.
+  void wait_for_pause_file(int rank) const {
+    if (rank == 0)
+      std::fprintf(stderr, "ringtrain: test pause after step %llu until %s exists\n",
+                   static_cast<unsigned long long>(plan_.pause_step), plan_.pause_file.c_str());
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (!std::filesystem::exists(plan_.pause_file) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
   FaultPlan plan_;
 };
 

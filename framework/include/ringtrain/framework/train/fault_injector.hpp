@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace ringtrain {
@@ -61,6 +62,10 @@ struct FaultPlan {
   // The k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured.
   std::vector<double> save_cost_s;
   double step_s = 0.0;  // > 0: the planner converts τ to steps with this step time
+  // Every rank waits after completing pause_step until the file pause_file exists (at most
+  // a minute), so a test can change the world at a known point of the run.
+  std::uint64_t pause_step = 0;
+  std::string pause_file;
 };
 
 // A FaultInjector that does what `plan` says.
