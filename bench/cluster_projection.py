@@ -19,6 +19,18 @@ Network classes projected: the two below (stated, not measured here) and every e
 network of --bench (measured). The check compares, for each emulated network, the model's
 step and communication time at its N with what training on it measured.
 
+Two levels (--ranks-per-host L, hosts H = N / L). The flat ring laid out host after host has
+one neighbour pair per host across a link and the others inside the host; a round ends when
+its slowest message has arrived:
+  t_flat = 2(N-1) max(alpha_x + M/(N B_x), alpha_i + M/(N B_i))     (H = 1: the intra term only)
+The hierarchical allreduce reduce-scatters within the host, runs L rings of M/L bytes across
+the hosts at once (they share the host's link, so each gets B_x / L), and all-gathers within
+the host:
+  t_hier = 2(L-1) alpha_i + 2(L-1)/L M/B_i + 2(H-1) alpha_x + 2(H-1)/H M/B_x
+bf16 on the wire halves M in the inter-host terms (t_flat: every term; t_hier: the inter-host
+terms only; the conversion's cost is not in the model). alpha_i, B_i: --intra, the
+large-message fit of `ringtrain bench allreduce --json` on one host; alpha_x, B_x: the network.
+
     /usr/bin/python3 bench/cluster_projection.py --bench bench/results/cluster-<date>.json \\
         --target-runs runs/g64 runs/g128 ... --png bench/results/cluster-projection.png
 """
@@ -48,6 +60,11 @@ def parse_args():
     ap.add_argument("--write-target-runs", help="save the steps-to-target rows to this JSON file")
     ap.add_argument("--emulated", default="1gbit,10gbit",
                     help="emulated networks of the first --bench to project too (comma-separated)")
+    ap.add_argument("--ranks-per-host", default="16,64",
+                    help="ranks per host L of the two-level projection (comma-separated)")
+    ap.add_argument("--intra", default=os.path.join(os.path.dirname(__file__), "results",
+                                                    "allreduce-n4-2026-12-01.json"),
+                    help="`ringtrain bench allreduce --json` on one host: the intra-host alpha and B")
     ap.add_argument("--png", help="write the plot here")
     ap.add_argument("--json", help="write the tables as JSON here")
     return ap.parse_args()
@@ -57,6 +74,66 @@ def t_ring(alpha, bandwidth, n, nbytes):
     if n == 1:
         return 0.0
     return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bandwidth
+
+
+def t_flat(intra, net, n, hosts, nbytes):
+    """The flat ring over N ranks laid out host after host (the header's t_flat)."""
+    if n == 1:
+        return 0.0
+    m = nbytes / n
+    inside = intra["alpha_s"] + m / intra["bandwidth_Bps"]
+    across = net["alpha_s"] + m / net["bandwidth_Bps"]
+    return 2 * (n - 1) * (inside if hosts == 1 else max(inside, across))
+
+
+def t_hier(intra, net, ranks_per_host, hosts, nbytes, inter_bytes):
+    """Reduce-scatter in the host, L rings of M/L across the hosts sharing the link, all-gather
+    in the host (the header's t_hier); inter_bytes is M as it crosses the link."""
+    L, H = ranks_per_host, hosts
+    inside = 2 * (L - 1) * intra["alpha_s"] + 2 * (L - 1) / L * nbytes / intra["bandwidth_Bps"]
+    across = 0.0 if H == 1 else 2 * (H - 1) * net["alpha_s"] + 2 * (H - 1) / H * inter_bytes / net["bandwidth_Bps"]
+    return inside + across
+
+
+def load_intra(path):
+    """alpha and B inside one host: the largest-message regime of a bench allreduce fit."""
+    with open(path) as f:
+        fit = json.load(f)["fit"]
+    regimes = fit.get("regimes") or [fit]
+    last = max(regimes, key=lambda r: r.get("to_bytes", 0))
+    return {"alpha_s": last["alpha_s"], "bandwidth_Bps": last["bandwidth_Bps"], "source": path}
+
+
+def two_level(nets, intra, t_compute, nbytes, ranks_per_host):
+    """Per network and ranks per host: step times of flat and hierarchical, fp32 and bf16."""
+    out = []
+    for net in nets:
+        for L in ranks_per_host:
+            rows = []
+            for H in [h for h in (1, 2, 4, 8, 16, 32, 64) if h * L <= NS[-1]]:
+                n = H * L
+                comm = {"flat_fp32": t_flat(intra, net, n, H, nbytes),
+                        "flat_bf16": t_flat(intra, net, n, H, nbytes / 2),
+                        "hier_fp32": t_hier(intra, net, L, H, nbytes, nbytes),
+                        "hier_bf16": t_hier(intra, net, L, H, nbytes, nbytes / 2)}
+                rows.append({"N": n, "hosts": H, "comm_s": comm,
+                             "step_s": {k: t_compute + v for k, v in comm.items()}})
+            out.append({"network": net["name"], "ranks_per_host": L, "rows": rows})
+    return out
+
+
+def print_two_level(tables, intra):
+    print(f"\ntwo levels: intra-host alpha {intra['alpha_s'] * 1e6:.1f} us, B {intra['bandwidth_Bps'] / 1e9:.3g} GB/s "
+          f"(fit of {os.path.basename(intra['source'])}); step = t_compute + allreduce, no overlap")
+    for t in tables:
+        print(f"\n{t['network']}, {t['ranks_per_host']} ranks per host")
+        print("| N | hosts | flat fp32 | flat bf16 | hierarchical fp32 | hierarchical bf16 | hier bf16 / flat fp32 (step) |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for r in t["rows"]:
+            c, s = r["comm_s"], r["step_s"]
+            print(f"| {r['N']} | {r['hosts']} | {c['flat_fp32'] * 1e3:.2f} ms | {c['flat_bf16'] * 1e3:.2f} ms | "
+                  f"{c['hier_fp32'] * 1e3:.2f} ms | {c['hier_bf16'] * 1e3:.2f} ms | "
+                  f"{s['hier_bf16'] / s['flat_fp32']:.2f} |")
 
 
 def fit_steps_to_target(points):
@@ -168,6 +245,15 @@ def main():
                   f"{r['comm_s'] * 1e3:.2f} ms | {r['efficiency'] * 100:.1f} % | {r['samples_per_s']:,.0f} | "
                   f"{r['steps_to_target']:.0f}{star} | {r['time_to_target_s']:.2f} s{star} |")
 
+    intra = load_intra(args.intra)
+    levels = [int(x) for x in args.ranks_per_host.split(",")]
+    tables = two_level([n for n in nets if not n["measured"]] +
+                       [n for n in nets if n["measured"] and n["name"].startswith("emulated")],
+                       intra, t_compute, nbytes, levels)
+    # the emulated cluster of the benchmark: 2 hosts x 2 ranks
+    tables += two_level([n for n in nets if n["measured"]], intra, t_compute, nbytes, [2])
+    print_two_level(tables, intra)
+
     checks = []
     for path, doc in zip(args.bench, benches):
         t_ref = doc["reference"]["compute_s"]
@@ -201,7 +287,8 @@ def main():
             json.dump({"inputs": {"bench": args.bench, "t_compute_s": t_compute, "gradient_bytes": nbytes,
                                   "local_batch": b, "steps_to_target": points, "target": target,
                                   "fit": fit_stt},
-                       "projections": projections, "checks": checks}, f, indent=1)
+                       "projections": projections, "two_level": tables, "intra": intra,
+                       "checks": checks}, f, indent=1)
     if args.png:
         plot(args.png, projections, checks, fit_stt, points, target, b, t_compute)
 
