@@ -8,6 +8,12 @@ For each network and host count it builds the hosts and measures, in this order:
   allreduce  ringtrain bench allreduce --sizes ... (ring and MPI_Allreduce, the alpha-B fit)
   train      with --train: ringtrain train across the hosts, local batch b per rank (global
              batch b*K): median step, compute and communication per step from metrics.jsonl
+With --contender NAME=ARGS (repeatable) the training runs once per contender and round, the
+contenders' order alternating between rounds (--rounds), each with its extra train ARGS, and
+the table sets every contender's step beside the two-level model's prediction (t_flat or
+t_hier of bench/cluster_projection.py with this network's fitted alpha and B and the --intra
+fit; a contender's ARGS say which: --collective hierarchical, --wire bf16). --ranks-per-host S
+puts S ranks on every emulated host (netns-cluster --slots).
 and, with --train, before and after the networks, the one-host reference that the projection
 (bench/cluster_projection.py) uses: ringtrain train N=1 at global batch b, its compute per step
 (the mean of the two runs' medians).
@@ -26,6 +32,7 @@ import datetime
 import hashlib
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -56,11 +63,21 @@ def parse_args():
     ap.add_argument("--ucx", action="append", default=[], metavar="VAR=VALUE",
                     help="UCX setting for every rank, e.g. UCX_RNDV_THRESH=inf (repeatable)")
     ap.add_argument("--train", action="store_true", help="also train across the hosts")
+    ap.add_argument("--ranks-per-host", type=int, default=1, help="ranks on every emulated host")
+    ap.add_argument("--contender", action="append", default=[], metavar="NAME=ARGS",
+                    help="with --train: a training variant, e.g. 'hier-bf16=--collective hierarchical "
+                         "--wire bf16' (repeatable; default one plain run)")
+    ap.add_argument("--rounds", type=int, default=1, help="training rounds per contender")
+    ap.add_argument("--no-sweep", action="store_true",
+                    help="skip the TCP stream and the allreduce sweep (training only)")
+    ap.add_argument("--intra", default=os.path.join(HERE, "results", "allreduce-n4-2026-12-01.json"),
+                    help="bench allreduce JSON of one host: the intra-host alpha and B of the prediction")
     ap.add_argument("--local-batch", type=int, default=64, help="samples per rank and step")
     ap.add_argument("--train-steps", type=int, default=60)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--json", help="write everything measured to this file")
-    ap.add_argument("--timeout", type=int, default=300, help="seconds per network")
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="seconds per network, and as much again per training run")
     # internal: the part that runs inside host 0
     ap.add_argument("--inner", metavar="OUT_JSON", help=argparse.SUPPRESS)
     ap.add_argument("--inner-hosts", type=int, help=argparse.SUPPRESS)
@@ -76,6 +93,17 @@ def rate_Bps(network):
         if text.endswith(unit):
             return float(text[: -len(unit)]) * scale / 8
     raise SystemExit(f"cluster_bench: --networks: '{network}' is not NUMBER[k|m|g]bit or none")
+
+
+def contenders(args):
+    """[(name, extra train args)]: --contender NAME=ARGS, or one plain run."""
+    out = []
+    for text in args.contender or ["ring="]:
+        name, sep, extra = text.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"cluster_bench: --contender '{text}': expected NAME=ARGS")
+        out.append((name, shlex.split(extra)))
+    return out
 
 
 def train_args(args, ranks, run_dir):
@@ -111,12 +139,64 @@ def inner(args):
     mpiexec = os.environ["RT_MPIEXEC"]
     ssh = os.path.join(os.path.dirname(mpiexec), "ssh")
     k = args.inner_hosts
-    out = {"hosts": hosts}
+    ranks = k * args.ranks_per_host
+    out = {"hosts": hosts, "ranks": ranks}
     env = dict(os.environ, MPIEXEC_TIMEOUT="240")
     for setting in args.ucx:
         name, _, value = setting.partition("=")
         env[name] = value
 
+    if not args.no_sweep:
+        sweep(args, hosts, mpiexec, ssh, ranks, env, out)
+    if args.train:
+        out["contenders"] = train_contenders(args, mpiexec, ranks, env)
+        first = out["contenders"][0]
+        if "train" in first:
+            out["train"] = first["train"]
+    with open(args.inner, "w") as f:
+        json.dump(out, f)
+
+
+def train_contenders(args, mpiexec, ranks, env):
+    """Every contender trains --rounds times, the order alternating; medians per contender."""
+    names = contenders(args)
+    runs = {name: [] for name, _ in names}
+    errors = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_index in range(args.rounds):
+            order = names if round_index % 2 == 0 else names[::-1]
+            for name, extra in order:
+                run_dir = os.path.join(tmp, f"{name}-{round_index}")
+                proc = subprocess.run([mpiexec, "-n", str(ranks)] + train_args(args, ranks, run_dir) + extra,
+                                      env=env, capture_output=True, text=True)
+                if finished(run_dir, args.train_steps):  # MPI_Finalize may hang after (README)
+                    runs[name].append(summarize_run(run_dir))
+                else:
+                    errors[name] = f"exit {proc.returncode}: {proc.stdout[-400:]} {proc.stderr[-800:]}"
+    out = []
+    for name, extra in names:
+        rec = {"name": name, "args": extra}
+        if runs[name]:
+            rec["train"] = dict(runs[name][0], **{key: statistics.median(r[key] for r in runs[name])
+                                                  for key in ("step_s", "compute_s", "comm_s")})
+            rec["rounds"] = [r["step_s"] for r in runs[name]]
+        if name in errors:
+            rec["error"] = errors[name]
+        out.append(rec)
+    return out
+
+
+def finished(run_dir, steps):
+    """True if the run wrote its results for all `steps`."""
+    try:
+        with open(os.path.join(run_dir, "manifest.json")) as f:
+            return json.load(f)["results"]["steps"] == steps
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+
+
+def sweep(args, hosts, mpiexec, ssh, ranks, env, out):
+    """The bare TCP stream between host 0 and host 1, then the allreduce sweep."""
     # 1. bare TCP, both directions between host 0 and host 1
     local = subprocess.Popen([PYTHON, STREAM, "--peer", hosts[1]], stdout=subprocess.PIPE, text=True)
     remote = subprocess.Popen([ssh, hosts[1], f"{PYTHON} {STREAM} --peer {hosts[0]}"],
@@ -127,9 +207,10 @@ def inner(args):
     # 2. the allreduce sweep
     with tempfile.TemporaryDirectory() as tmp:
         bench_json = os.path.join(tmp, "allreduce.json")
-        cmd = [mpiexec, "-n", str(k), args.ringtrain, "bench", "allreduce", "--sizes", args.sizes,
-               "--json", bench_json]
-        wait = args.wait or ("auto" if k <= 2 else "yield")
+        # one rank per host: the fit describes the link, whatever --ranks-per-host is
+        cmd = [mpiexec, "-n", str(len(hosts)), "-ppn", "1", args.ringtrain, "bench", "allreduce",
+               "--sizes", args.sizes, "--json", bench_json]
+        wait = args.wait or ("auto" if len(hosts) <= 2 else "yield")
         cmd += ["--wait", wait]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if not os.path.exists(bench_json):
@@ -140,17 +221,6 @@ def inner(args):
             if proc.returncode != 0:  # results written, then mpiexec failed (e.g. in Finalize)
                 out["allreduce_note"] = f"mpiexec exit {proc.returncode} after the results were written"
 
-        # 3. training across the hosts
-        if args.train:
-            run_dir = os.path.join(tmp, "train")
-            proc = subprocess.run([mpiexec, "-n", str(k)] + train_args(args, k, run_dir), env=env,
-                                  capture_output=True, text=True)
-            if proc.returncode == 0 or os.path.exists(os.path.join(run_dir, "manifest.json")):
-                out["train"] = summarize_run(run_dir)
-            else:
-                out["train_error"] = f"exit {proc.returncode}: {proc.stdout[-800:]} {proc.stderr[-800:]}"
-    with open(args.inner, "w") as f:
-        json.dump(out, f)
 
 
 # --- outside ---------------------------------------------------------------------------------
@@ -180,7 +250,7 @@ def network_fit(doc):
 def run_network(args, network, k):
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "inner.json")
-        cmd = [CLUSTER, "--hosts", str(k)]
+        cmd = [CLUSTER, "--hosts", str(k), "--slots", str(args.ranks_per_host)]
         if network != "none":
             cmd += ["--rate", network]
         cmd += ["run", PYTHON, os.path.abspath(__file__), "--inner", out_json, "--inner-hosts", str(k),
@@ -188,11 +258,16 @@ def run_network(args, network, k):
                 str(args.local_batch), "--train-steps", str(args.train_steps), "--model", args.model]
         cmd += ["--wait", args.wait] if args.wait else []
         cmd += ["--train"] if args.train else []
+        cmd += ["--no-sweep"] if args.no_sweep else []
+        cmd += ["--ranks-per-host", str(args.ranks_per_host), "--rounds", str(args.rounds)]
+        for c in args.contender:
+            cmd += ["--contender=" + c]
         for setting in args.ucx:
             cmd += ["--ucx", setting]
 
         def once():
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            runs = len(contenders(args)) * args.rounds if args.train else 0
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout * (1 + runs))
 
         proc, others, wall = dp_speed.measured(once)
         if not os.path.exists(out_json):
@@ -204,6 +279,44 @@ def run_network(args, network, k):
     if "allreduce" in rec:
         rec["fit"] = network_fit(rec["allreduce"])
     return rec
+
+
+def predicted_comm_s(rec, contender_args, ranks_per_host, intra, nbytes):
+    """The two-level model's allreduce time for a contender on this network's fit."""
+    import cluster_projection as cp
+    net = rec["fit"]
+    hosts = rec["hosts"]
+    words = " ".join(contender_args)
+    bf16 = "--wire bf16" in words
+    if "--collective hierarchical" in words:
+        return cp.t_hier(intra, net, ranks_per_host, hosts, nbytes, nbytes / 2 if bf16 else nbytes)
+    return cp.t_flat(intra, net, hosts * ranks_per_host, hosts, nbytes / 2 if bf16 else nbytes)
+
+
+def print_contenders(records, args, reference_compute_s):
+    """Every contender's median step, its ratio to the first, and the model's prediction."""
+    import cluster_projection as cp
+    intra = cp.load_intra(args.intra)
+    print(f"\n| network | hosts x ranks | contender | step | compute | comm | step / first | "
+          f"predicted comm | predicted step | rounds |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in records:
+        rows = [c for c in r.get("contenders", []) if "train" in c]
+        for c in r.get("contenders", []):
+            if "train" not in c:
+                print(f"| {r['network']} | {r['hosts']} x {args.ranks_per_host} | {c['name']} | failed: "
+                      f"{c.get('error', '?')[-200:]} |")
+                continue
+            t = c["train"]
+            first = rows[0]["train"]["step_s"]
+            pred = "-"
+            pred_step = "-"
+            if "fit" in r and reference_compute_s:
+                comm = predicted_comm_s(r, c["args"], args.ranks_per_host, intra, 4 * t["parameters"])
+                pred, pred_step = f"{comm * 1e3:.1f} ms", f"{(reference_compute_s + comm) * 1e3:.1f} ms"
+            print(f"| {r['network']} | {r['hosts']} x {args.ranks_per_host} | {c['name']} | "
+                  f"{t['step_s'] * 1e3:.1f} ms | {t['compute_s'] * 1e3:.1f} ms | {t['comm_s'] * 1e3:.1f} ms | "
+                  f"{t['step_s'] / first:.2f} | {pred} | {pred_step} | {len(c.get('rounds', []))} |")
 
 
 def reference_run(args, label):
@@ -231,6 +344,8 @@ def print_table(records):
           "| ring B | B / payload | B / stream | busbw at the largest size, ring / MPI | others |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in records:
+        if "fit" not in r and "allreduce_error" not in r and "error" not in r:
+            continue  # --no-sweep
         if "fit" not in r:
             print(f"| {r['network']} | {r['hosts']} | failed: {r.get('error') or r.get('allreduce_error')} |")
             continue
@@ -254,6 +369,8 @@ def print_table(records):
 
 
 def progress_line(rec):
+    if "fit" not in rec and "train" in rec:
+        return f"train step {rec['train']['step_s'] * 1e3:.1f} ms, others {rec['others_busy_cores']} cores"
     if "fit" not in rec:
         return "failed: " + (rec.get("error") or rec.get("allreduce_error") or "?")
     parts = [f"alpha {rec['fit']['alpha_s'] * 1e6:.1f} us", f"B {fmt_Bps(rec['fit']['bandwidth_Bps'])}"]
@@ -290,6 +407,8 @@ def main():
             r["compute_s"] for r in references), step_s=statistics.mean(r["step_s"] for r in references))
     doc["load1_end"] = dp_speed.load1()
     print_table(doc["records"])
+    if args.train:
+        print_contenders(doc["records"], args, doc["reference"]["compute_s"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
