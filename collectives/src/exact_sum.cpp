@@ -1,0 +1,243 @@
+// Exact sums (see exact_sum.hpp): float32 terms rounded once onto a block's grid as two
+// int64 bins per element, integer sums over terms and ranks, one rounding back to float32.
+#include "ringtrain/collectives/exact_sum.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ringtrain/collectives/small.hpp"
+
+namespace ringtrain::collectives {
+
+namespace {
+
+// Round-to-nearest-even of a double d with |d| <= 2^51: d + 1.5·2^52 lands in [2^52, 2^53),
+// where doubles are the integers, so the addition rounds d and the low bits hold it.
+constexpr double kMagic = 0x1.8p52;
+const std::int64_t kMagicBits = std::bit_cast<std::int64_t>(kMagic);
+constexpr double kBin = 0x1p40, kInvBin = 0x1p-40;  // 2^kBinBits and its inverse
+static_assert(ExactSum::kBinBits == 40, "kBin and kInvBin are 2^±kBinBits");
+
+// float32 of a + b, rounded once. a and b are exact doubles (integers times powers of two);
+// the double sum s is made round-to-odd (the neighbour with an odd last bit when s is
+// inexact), and rounding a round-to-odd double (53 bits >= 2·24 + 2) to float32 gives the
+// correctly rounded float32 of a + b, subnormal and overflowing results included.
+float round_sum_to_float(double a, double b) {
+  double s = a + b;
+  const double b_part = s - a;                           // TwoSum: s + e == a + b exactly
+  const double e = (a - (s - b_part)) + (b - b_part);
+  auto bits = std::bit_cast<std::uint64_t>(s);
+  if (e != 0 && (bits & 1) == 0) {
+    bits += ((e > 0) == (s > 0)) ? 1 : static_cast<std::uint64_t>(-1);  // toward a + b
+    s = std::bit_cast<double>(bits);
+  }
+  return static_cast<float>(s);
+}
+
+// The sum of an element that saw non-finite terms, as IEEE addition gives it in any order.
+float non_finite_result(std::uint8_t flags) {
+  const bool plus = flags & ExactSum::kSawPlusInf, minus = flags & ExactSum::kSawMinusInf;
+  if ((flags & ExactSum::kSawNan) || (plus && minus))
+    return std::numeric_limits<float>::quiet_NaN();
+  return plus ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+}
+
+unsigned exponent_field(std::uint32_t bits) { return (bits >> 23) & 0xffu; }
+
+std::string terms_text(std::int64_t held, std::int64_t more) {
+  return "exact sum: " + std::to_string(held) + " terms plus " + std::to_string(more) +
+         " exceed the " + std::to_string(ExactSum::kMaxTerms) +
+         " a block holds exactly; sum fewer terms per block (a larger micro-batch)";
+}
+
+}  // namespace
+
+ExactSum::ExactSum(std::size_t elements)
+    : elements_(elements), words_(2 * elements + 1, 0), flags_(elements, 0) {}
+
+void ExactSum::clear() {
+  std::fill(words_.begin(), words_.end(), 0);
+  std::fill(flags_.begin(), flags_.end(), 0);
+  top_ = kMinTop;
+  any_non_finite_ = false;
+}
+
+int ExactSum::top_for_exponent(unsigned exponent) {
+  // |x| < 2^e; the top k needs e <= lsb(k+1) − 1 = kBinBits·(k+1) + kBinOffset − 1.
+  const int e = static_cast<int>(std::max(exponent, 1u)) - 126;
+  const int need = e - kBinOffset + 1;  // > 0 for every finite float32
+  const int top = (need + kBinBits - 1) / kBinBits - 1;
+  return std::clamp(top, kMinTop, kMaxTop);
+}
+
+void ExactSum::raise_top(int top) {
+  if (top < top_ || top > kMaxTop)
+    throw ExactSumError("exact sum: window " + std::to_string(top) + " is not in [" +
+                        std::to_string(top_) + ", " + std::to_string(kMaxTop) + "]");
+  const int shift = top - top_;
+  if (shift == 0) return;
+  const auto M = static_cast<std::ptrdiff_t>(elements_);
+  auto hi = words_.begin(), lo = words_.begin() + M;
+  if (shift == 1)
+    std::copy(hi, hi + M, lo);  // the old top bin is the new lower bin
+  else
+    std::fill(lo, lo + M, 0);
+  std::fill(hi, hi + M, 0);
+  top_ = top;
+}
+
+namespace {
+
+// hi[i] += round_top(x_i), lo[i] += the slice below it, for the grid 2^grid. Non-finite
+// terms count as zero here (their flags are recorded separately). Branch-free, so it
+// vectorises.
+void deposit(std::span<const float> terms, int grid, std::int64_t* hi, std::int64_t* lo) {
+  const double scale = std::ldexp(1.0, -grid);
+  const std::size_t M = terms.size();
+  for (std::size_t i = 0; i < M; ++i) {
+    const auto bits = std::bit_cast<std::uint32_t>(terms[i]);
+    const std::uint32_t finite = exponent_field(bits) == 0xffu ? 0u : ~0u;
+    const double v = static_cast<double>(std::bit_cast<float>(bits & finite)) * scale;  // exact
+    const double t = v * kInvBin + kMagic;                  // |v·2^-40| <= 2^39
+    hi[i] += std::bit_cast<std::int64_t>(t) - kMagicBits;   // round(v / 2^40)
+    const double below = v - (t - kMagic) * kBin;           // exact, |below| <= 2^39
+    lo[i] += std::bit_cast<std::int64_t>(below + kMagic) - kMagicBits;
+  }
+}
+
+// The largest exponent field among the finite terms, and whether any term is non-finite.
+struct ExponentScan {
+  unsigned max_exponent = 0;
+  bool non_finite = false;
+};
+
+ExponentScan scan_exponents(std::span<const float> terms) {
+  unsigned max_exponent = 0, special = 0;
+  for (float x : terms) {
+    const unsigned e = exponent_field(std::bit_cast<std::uint32_t>(x));
+    const unsigned is_special = e == 0xffu ? 1u : 0u;
+    max_exponent = std::max(max_exponent, is_special ? 0u : e);
+    special |= is_special;
+  }
+  return {max_exponent, special != 0};
+}
+
+}  // namespace
+
+void ExactSum::add(std::span<const float> terms) {
+  if (terms.size() != elements_)
+    throw ExactSumError("exact sum: " + std::to_string(terms.size()) + " terms for " +
+                        std::to_string(elements_) + " elements");
+  if (this->terms() >= kMaxTerms) throw ExactSumError(terms_text(this->terms(), 1));
+  const ExponentScan scan = scan_exponents(terms);
+  raise_top(std::max(top_, top_for_exponent(scan.max_exponent)));
+  if (scan.non_finite) {
+    for (std::size_t i = 0; i < elements_; ++i) {
+      const float x = terms[i];
+      if (std::isnan(x)) flags_[i] |= kSawNan;
+      else if (std::isinf(x)) flags_[i] |= x > 0 ? kSawPlusInf : kSawMinusInf;
+    }
+    any_non_finite_ = true;
+  }
+  deposit(terms, kBinOffset + kBinBits * (top_ - 1), words_.data(), words_.data() + elements_);
+  ++words_[2 * elements_];
+}
+
+void ExactSum::merge(const ExactSum& other) {
+  if (other.elements_ != elements_)
+    throw ExactSumError("exact sum: merging " + std::to_string(other.elements_) +
+                        " elements into " + std::to_string(elements_));
+  if (terms() > kMaxTerms - other.terms()) throw ExactSumError(terms_text(terms(), other.terms()));
+  raise_top(std::max(top_, other.top_));
+  const int shift = top_ - other.top_;  // other's bins, read as if raised to this window
+  const std::size_t M = elements_;
+  if (shift == 0)
+    for (std::size_t i = 0; i < 2 * M; ++i) words_[i] += other.words_[i];
+  else if (shift == 1)
+    for (std::size_t i = 0; i < M; ++i) words_[M + i] += other.words_[i];
+  words_[2 * M] += other.words_[2 * M];
+  if (other.any_non_finite_) {
+    for (std::size_t i = 0; i < M; ++i) flags_[i] |= other.flags_[i];
+    any_non_finite_ = true;
+  }
+}
+
+void ExactSum::to_float(std::span<float> out) const {
+  if (out.size() != elements_)
+    throw ExactSumError("exact sum: " + std::to_string(out.size()) + " outputs for " +
+                        std::to_string(elements_) + " elements");
+  const int grid = kBinOffset + kBinBits * (top_ - 1);
+  const double lo_scale = std::ldexp(1.0, grid), hi_scale = std::ldexp(1.0, grid + kBinBits);
+  const std::int64_t* hi = words_.data();
+  const std::int64_t* lo = hi + elements_;
+  for (std::size_t i = 0; i < elements_; ++i) {
+    // |words| <= 2^53: exact as doubles, and scaling by a power of two is exact.
+    out[i] = round_sum_to_float(static_cast<double>(hi[i]) * hi_scale,
+                                static_cast<double>(lo[i]) * lo_scale);
+  }
+  if (!any_non_finite_) return;
+  for (std::size_t i = 0; i < elements_; ++i)
+    if (flags_[i] != 0) out[i] = non_finite_result(flags_[i]);
+}
+
+namespace {
+
+// Ranks agree on each block's window, whether any rank saw a non-finite term in it, and that
+// every rank passes the same sizes: one small max over 4 doubles per block.
+void agree_windows(const Communicator& comm, std::span<ExactSum> blocks) {
+  check_same_size(comm, blocks.size(), "allreduce_exact (number of blocks)");
+  std::vector<double> facts(4 * blocks.size());
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const auto M = static_cast<double>(blocks[b].size());
+    facts[4 * b] = blocks[b].top();
+    facts[4 * b + 1] = blocks[b].any_non_finite() ? 1 : 0;
+    facts[4 * b + 2] = M;
+    facts[4 * b + 3] = -M;
+  }
+  allreduce_max(comm, facts);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    if (facts[4 * b + 2] != -facts[4 * b + 3])
+      throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " has between " +
+                          std::to_string(static_cast<std::int64_t>(-facts[4 * b + 3])) + " and " +
+                          std::to_string(static_cast<std::int64_t>(facts[4 * b + 2])) +
+                          " elements on different ranks; every rank must pass the same sizes");
+    if (2 * blocks[b].size() + 1 > static_cast<std::size_t>(INT_MAX))
+      throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " of " +
+                          std::to_string(blocks[b].size()) + " elements is too large for one call");
+    blocks[b].raise_top(static_cast<int>(facts[4 * b]));
+    blocks[b].set_non_finite(facts[4 * b + 1] != 0);
+  }
+}
+
+}  // namespace
+
+void allreduce_exact(const Communicator& comm, std::span<ExactSum> blocks) {
+  agree_windows(comm, blocks);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    ExactSum& block = blocks[b];
+    std::span<std::int64_t> words = block.words();
+    if (comm.size() > 1)
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()),
+                              MPI_INT64_T, MPI_SUM, comm.handle()),
+                "MPI_Allreduce(exact words)");
+    // A word wraps only beyond 2^24 terms (2^39 per slice), which this check refuses; the
+    // total is the same on every rank, so every rank throws here or none does.
+    if (block.terms() > ExactSum::kMaxTerms)
+      throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " sums " +
+                          std::to_string(block.terms()) + " terms over " +
+                          std::to_string(comm.size()) + " ranks, more than the " +
+                          std::to_string(ExactSum::kMaxTerms) + " it holds exactly");
+    if (!block.any_non_finite() || comm.size() == 1) continue;
+    std::span<std::uint8_t> flags = block.flags();
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()),
+                            MPI_UINT8_T, MPI_BOR, comm.handle()),
+              "MPI_Allreduce(exact flags)");
+  }
+}
+
+}  // namespace ringtrain::collectives

@@ -1,0 +1,341 @@
+// Exact sums at N = 1..4: random float streams (wide exponent range, mixed signs, cancelling
+// pairs) give the same bits in any order, any grouping into partial accumulators and any split
+// over ranks; the error against an exact integer reference stays within the header's bound;
+// too many terms and mismatched sizes raise ExactSumError on every rank; NaN and Inf follow
+// IEEE addition.
+//
+// Every rank builds the same global terms from a fixed seed and sums them alone in one order
+// (the reference); the distributed sums must equal it bit for bit. The reference does not
+// depend on N, so the runs at N = 1, 2, 3, 4 all compare against the same bits.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mpi_test.hpp"
+#include "ringtrain/collectives/exact_sum.hpp"
+
+using namespace ringtrain::collectives;
+using ringtrain::testing::Facts;
+
+namespace {
+
+__extension__ typedef __int128 Int128;  // the exact reference (a GCC extension)
+
+using Terms = std::vector<std::vector<float>>;  // (T, M): term t of every element
+
+// T terms of M elements: magnitudes 2^[lo_exp, hi_exp), random signs, and every fourth term
+// the negation of the one before it plus a small part (cancellation down to the small part).
+Terms make_terms(std::size_t T, std::size_t M, int lo_exp, int hi_exp, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> exponent(lo_exp, hi_exp - 1);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  Terms terms(T, std::vector<float>(M));
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t i = 0; i < M; ++i) {
+      float x = std::ldexp(mantissa(rng), exponent(rng)) * (rng() % 2 ? 1.0f : -1.0f);
+      if (t % 4 == 3) x = -terms[t - 1][i] + std::ldexp(mantissa(rng), lo_exp);
+      if (rng() % 17 == 0) x = 0.0f;
+      terms[t][i] = x;
+    }
+  return terms;
+}
+
+std::vector<float> exact_sum(const Terms& terms, std::span<const std::size_t> order, std::size_t M) {
+  ExactSum sum(M);
+  for (std::size_t t : order) sum.add(terms[t]);
+  std::vector<float> out(M);
+  sum.to_float(out);
+  return out;
+}
+
+std::vector<std::size_t> iota(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  std::iota(v.begin(), v.end(), std::size_t{0});
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The terms `mine` summed in a random order and a random grouping: up to 5 partial sums, each
+// taking a random subset, merged into one another in random order.
+ExactSum grouped_sum(const Terms& terms, std::vector<std::size_t> mine, std::size_t M,
+                     std::mt19937& rng) {
+  std::shuffle(mine.begin(), mine.end(), rng);
+  std::vector<ExactSum> parts(1 + rng() % 5, ExactSum(M));
+  for (std::size_t t : mine) parts[rng() % parts.size()].add(terms[t]);
+  while (parts.size() > 1) {
+    const std::size_t a = rng() % parts.size();
+    std::size_t b = rng() % (parts.size() - 1);
+    if (b >= a) ++b;
+    parts[b].merge(parts[a]);
+    parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(a));
+  }
+  return parts[0];
+}
+
+template <typename Error, typename F>
+bool throws_as(F f) {
+  try {
+    f();
+  } catch (const Error&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+  return false;
+}
+
+// Which rank owns each of T terms, for split `kind`: 0 near-equal contiguous, 1 uneven
+// contiguous (rank r takes a share growing with r), 2 round-robin, 3 everything on the last
+// rank (the others sum nothing), 4 random.
+std::vector<int> owners(std::size_t T, int N, int kind, std::mt19937& rng) {
+  std::vector<int> owner(T);
+  const auto n = static_cast<std::size_t>(N);
+  const std::size_t weight_total = n * (n + 1) / 2;
+  for (std::size_t t = 0; t < T; ++t) {
+    switch (kind) {
+      case 0: owner[t] = static_cast<int>(t * n / T); break;
+      case 1: {
+        std::size_t r = 0, edge = T * 1 / weight_total;
+        while (t >= edge && r + 1 < n) edge += T * (++r + 1) / weight_total;
+        owner[t] = static_cast<int>(r);
+        break;
+      }
+      case 2: owner[t] = static_cast<int>(t % n); break;
+      case 3: owner[t] = N - 1; break;
+      default: owner[t] = static_cast<int>(rng() % n);
+    }
+  }
+  return owner;
+}
+
+}  // namespace
+
+TEST_CASE("exact sum: the header's worked example") {
+  Facts facts;
+  ExactSum sum(1);
+  const float tiny = std::ldexp(1.0f, -24);
+  for (float x : {tiny, 1.0f, tiny}) sum.add(std::span(&x, 1));
+  float out = 0;
+  sum.to_float(std::span(&out, 1));
+  facts.check(out == 1.0f + std::ldexp(1.0f, -23), "1 + 2^-24 + 2^-24 gave " + std::to_string(out));
+  facts.check(sum.top() == 4 && sum.words()[0] == 1 && sum.words()[1] == (1 << 17),
+              "words of 1 + 2^-24 + 2^-24 are not (1, 2^17) at top 4");
+  ExactSum one_and_half(1);
+  const float x = 1.5f;
+  one_and_half.add(std::span(&x, 1));
+  facts.check(one_and_half.words()[0] == 2 && one_and_half.words()[1] == -(std::int64_t{1} << 39),
+              "1.5 is not (2, -2^39)");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do not") {
+  Facts facts;
+  const std::size_t T = 64, M = 257;
+  const Terms terms = make_terms(T, M, -100, 100, 7);
+  const std::vector<float> reference = exact_sum(terms, iota(T), M);
+  std::mt19937 rng(11);
+  bool float_orders_differ = false;
+  for (int trial = 0; trial < 30; ++trial) {
+    ExactSum sum = grouped_sum(terms, iota(T), M, rng);
+    std::vector<float> out(M);
+    sum.to_float(out);
+    facts.check(same_bits(out, reference), "trial " + std::to_string(trial) + " differs");
+    facts.check(sum.terms() == static_cast<std::int64_t>(T), "term count is not T");
+    std::vector<std::size_t> order = iota(T);
+    std::shuffle(order.begin(), order.end(), rng);
+    float forward = 0, shuffled = 0;
+    for (std::size_t t = 0; t < T; ++t) forward += terms[t][0];
+    for (std::size_t t : order) shuffled += terms[t][0];
+    float_orders_differ |= forward != shuffled;
+  }
+  facts.check(float_orders_differ, "the inputs are too easy: float sums agree in every order");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("exact sum: error against an exact reference within the header's bound") {
+  Facts facts;
+  const std::size_t T = 48, M = 301;
+  // |x| in [2^-40, 2^40): every term is an integer multiple of 2^-63, so Σ·2^64 is exact in
+  // 128-bit integers (< 2^111).
+  const Terms terms = make_terms(T, M, -40, 39, 23);
+  const std::vector<float> result = exact_sum(terms, iota(T), M);
+  const long double u = std::ldexp(1.0L, -24);
+  long double X = 0;  // the block's largest term sets its grid
+  for (const auto& term : terms)
+    for (float x : term) X = std::max(X, std::fabs(static_cast<long double>(x)));
+  for (std::size_t i = 0; i < M; ++i) {
+    Int128 exact = 0;
+    for (std::size_t t = 0; t < T; ++t)
+      exact += static_cast<Int128>(std::ldexp(static_cast<long double>(terms[t][i]), 64));
+    const long double S = std::ldexp(static_cast<long double>(exact), -64);
+    const long double bound = u * std::fabs(S) + (1 + u) * T * X * std::ldexp(1.0L, -40) +
+                              std::ldexp(std::fabs(S), -60);  // the reference's own rounding
+    const long double error = std::fabs(static_cast<long double>(result[i]) - S);
+    facts.check(error <= bound, "element " + std::to_string(i) + ": error " +
+                                    std::to_string(static_cast<double>(error)) + " > bound " +
+                                    std::to_string(static_cast<double>(bound)));
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("exact sum: subnormal terms sum exactly, large ones overflow to Inf") {
+  Facts facts;
+  const float sub = std::numeric_limits<float>::denorm_min();
+  const float big = std::numeric_limits<float>::max();
+  // Separate blocks: a block's grid follows its largest term, so FLT_MAX beside the
+  // subnormals would round them away (the header's bound).
+  ExactSum small(2), large(1);
+  for (int k = 0; k < 5; ++k) {
+    const float row[2] = {sub, -3 * sub};
+    small.add(row);
+    large.add(std::span(&big, 1));
+  }
+  std::vector<float> out(3);
+  small.to_float(std::span(out).first(2));
+  large.to_float(std::span(out).last(1));
+  facts.check(out[0] == 5 * sub && out[1] == -15 * sub, "subnormal sums are not exact");
+  facts.check(std::isinf(out[2]) && out[2] > 0, "5 · FLT_MAX is not +Inf");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("exact sum: non-finite terms give NaN or Inf as IEEE addition does") {
+  Facts facts;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  // Elements: NaN, +Inf and -Inf, +Inf only, -Inf only, finite.
+  const std::vector<float> a{nan, inf, inf, 1.0f, 2.5f}, b{1.0f, -inf, 2.0f, -inf, -0.5f};
+  for (bool merged : {false, true}) {
+    ExactSum sum(5), other(5);
+    sum.add(a);
+    (merged ? other : sum).add(b);
+    if (merged) sum.merge(other);
+    std::vector<float> out(5);
+    sum.to_float(out);
+    facts.check(std::isnan(out[0]) && std::isnan(out[1]), "NaN or +Inf-Inf did not give NaN");
+    facts.check(out[2] == inf && out[3] == -inf, "a lone Inf did not propagate");
+    facts.check(out[4] == 2.0f, "a finite element next to non-finite ones changed");
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("exact sum: too many terms raise ExactSumError, nothing is changed") {
+  Facts facts;
+  ExactSum sum(2), half(2);
+  const float row[2] = {1.0f, -2.0f};
+  for (std::int64_t k = 0; k < ExactSum::kMaxTerms; ++k) sum.add(row);
+  for (std::int64_t k = 0; k < ExactSum::kMaxTerms / 2 + 1; ++k) half.add(row);
+  bool threw = false;
+  try {
+    sum.add(row);
+  } catch (const ExactSumError& e) {
+    threw = std::string(e.what()).find("exceed") != std::string::npos;
+  }
+  facts.check(threw, "term kMaxTerms + 1 was accepted");
+  std::vector<float> out(2);
+  sum.to_float(out);
+  facts.check(out[0] == ExactSum::kMaxTerms && out[1] == -2.0f * ExactSum::kMaxTerms,
+              "the refused add changed the sum");
+  ExactSum other = half;
+  facts.check(throws_as<ExactSumError>([&] { half.merge(other); }), "merge beyond kMaxTerms");
+  facts.check(throws_as<ExactSumError>([&] { sum.raise_top(sum.top() - 1); }), "lowered window");
+  facts.check(throws_as<ExactSumError>([&] { sum.raise_top(ExactSum::kMaxTop + 1); }),
+              "window beyond kMaxTop");
+  facts.check(throws_as<ExactSumError>([&] { sum.add(std::vector<float>(3)); }), "wrong size");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits") {
+  Facts facts;
+  Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const std::size_t T = 37;
+  const std::vector<std::size_t> sizes{101, 1, 0, 64};
+  // Block 0 spans 2^-120..2^90, block 1 small terms only, block 3 terms sorted by magnitude
+  // so that a contiguous split leaves the small ones (a low window) on the first ranks.
+  std::vector<Terms> blocks_terms{make_terms(T, sizes[0], -120, 90, 3),
+                                  make_terms(T, sizes[1], -30, -20, 5), Terms(T),
+                                  make_terms(T, sizes[3], -60, 60, 9)};
+  std::sort(blocks_terms[3].begin(), blocks_terms[3].end(),
+            [](const auto& a, const auto& b) { return std::fabs(a[0]) < std::fabs(b[0]); });
+  std::vector<std::vector<float>> references;
+  for (std::size_t b = 0; b < sizes.size(); ++b)
+    references.push_back(exact_sum(blocks_terms[b], iota(T), sizes[b]));
+  std::mt19937 rng(static_cast<std::uint32_t>(1000 + me));  // groupings differ per rank
+  std::mt19937 split_rng(99);                               // splits agree across ranks
+  for (int kind = 0; kind < 6; ++kind) {
+    const std::vector<int> owner = owners(T, N, kind, split_rng);
+    std::vector<std::size_t> mine;
+    for (std::size_t t = 0; t < T; ++t)
+      if (owner[t] == me) mine.push_back(t);
+    std::vector<ExactSum> blocks;
+    for (std::size_t b = 0; b < sizes.size(); ++b)
+      blocks.push_back(grouped_sum(blocks_terms[b], mine, sizes[b], rng));
+    allreduce_exact(comm, blocks);
+    for (std::size_t b = 0; b < sizes.size(); ++b) {
+      std::vector<float> out(sizes[b]);
+      blocks[b].to_float(out);
+      facts.check(same_bits(out, references[b]) && blocks[b].terms() == static_cast<std::int64_t>(T),
+                  "split " + std::to_string(kind) + ", block " + std::to_string(b) + " differs");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_exact: non-finite terms on some ranks reach every rank") {
+  Facts facts;
+  Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Element 0: NaN on the last rank; 1: +Inf on rank 0, -Inf on the last; 2: +Inf on rank 0.
+  std::vector<float> row{1.0f, 1.0f, 1.0f, 1.0f};
+  if (me == N - 1) row[0] = std::nanf("");
+  if (me == 0) row[1] = row[2] = inf;
+  if (me == N - 1) row[1] = N == 1 ? row[1] : -inf;
+  std::vector<ExactSum> blocks(1, ExactSum(4));
+  blocks[0].add(row);
+  if (N == 1) blocks[0].add(std::vector<float>{0.0f, -inf, 0.0f, 0.0f});
+  allreduce_exact(comm, blocks);
+  std::vector<float> out(4);
+  blocks[0].to_float(out);
+  facts.check(std::isnan(out[0]) && std::isnan(out[1]), "NaN or +Inf-Inf did not give NaN");
+  facts.check(out[2] == inf && out[3] == static_cast<float>(N), "Inf or the finite sum is wrong");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_exact: too many terms over ranks, or unequal sizes, throw everywhere") {
+  Facts facts;
+  Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const std::int64_t each = (ExactSum::kMaxTerms + 1 + N - 1) / N;  // Σ over ranks > kMaxTerms
+  std::vector<ExactSum> blocks(1, ExactSum(3));
+  const std::vector<float> row{1.0f, 0.5f, -2.0f};
+  for (std::int64_t k = 0; k < std::min(each, ExactSum::kMaxTerms); ++k) blocks[0].add(row);
+  if (N == 1) {
+    facts.check(throws_as<ExactSumError>([&] { blocks[0].add(row); }), "kMaxTerms + 1 locally");
+  } else {
+    bool named = false;
+    try {
+      allreduce_exact(comm, blocks);
+    } catch (const ExactSumError& e) {
+      named = std::string(e.what()).find("terms over") != std::string::npos;
+    }
+    facts.check(named, "the total over ranks beyond kMaxTerms was accepted");
+  }
+  std::vector<ExactSum> unequal(2, ExactSum(5));
+  if (me == 0 && N > 1) unequal[1] = ExactSum(6);
+  const bool threw = throws_as<ExactSumError>([&] { allreduce_exact(comm, unequal); });
+  facts.check(threw == (N > 1), "unequal block sizes were " + std::string(threw ? "" : "not ") +
+                                    "refused");
+  REQUIRE_ALL_RANKS(facts);
+}
