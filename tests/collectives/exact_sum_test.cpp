@@ -49,12 +49,36 @@ Terms make_terms(std::size_t T, std::size_t M, int lo_exp, int hi_exp, std::uint
   return terms;
 }
 
-std::vector<float> exact_sum(const Terms& terms, std::span<const std::size_t> order, std::size_t M) {
+// The same terms with each run of 4 (a cancelling pair included) scaled by its own 2^s,
+// s in [lo_exp, hi_exp): partial sums of a few terms then have windows one or several bins
+// apart, so raising a window and merging across windows are exercised.
+Terms scale_per_term(Terms terms, int lo_exp, int hi_exp, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> exponent(lo_exp, hi_exp - 1);
+  for (std::size_t t = 0; t < terms.size(); t += 4) {
+    const int s = exponent(rng);
+    for (std::size_t k = t; k < std::min(t + 4, terms.size()); ++k)
+      for (float& x : terms[k]) x = std::ldexp(x, s);
+  }
+  return terms;
+}
+
+ExactSum exact_words(const Terms& terms, std::span<const std::size_t> order, std::size_t M) {
   ExactSum sum(M);
   for (std::size_t t : order) sum.add(terms[t]);
+  return sum;
+}
+
+std::vector<float> exact_sum(const Terms& terms, std::span<const std::size_t> order, std::size_t M) {
   std::vector<float> out(M);
-  sum.to_float(out);
+  exact_words(terms, order, M).to_float(out);
   return out;
+}
+
+// The whole state, not only its float32 rounding (which hides terms far below the largest).
+bool same_words(ExactSum& a, ExactSum& b) {
+  return a.top() == b.top() && std::ranges::equal(a.words(), b.words()) &&
+         std::ranges::equal(a.flags(), b.flags());
 }
 
 std::vector<std::size_t> iota(std::size_t n) {
@@ -140,27 +164,52 @@ TEST_CASE("exact sum: the header's worked example") {
   REQUIRE_ALL_RANKS(facts);
 }
 
+TEST_CASE("exact sum: the words are rounded to float32 once, not through a double") {
+  // 2^38 + 2^14 + 2^-40 lies just above the float32 tie between 2^38 and 2^38 + 2^15; rounded
+  // first to a double (2^38 + 2^14, the tie) and then to float32 it would give 2^38.
+  Facts facts;
+  for (float sign : {1.0f, -1.0f}) {
+    ExactSum sum(1);
+    for (int e : {-40, 38, 14}) {
+      const float x = sign * std::ldexp(1.0f, e);
+      sum.add(std::span(&x, 1));
+    }
+    float out = 0;
+    sum.to_float(std::span(&out, 1));
+    facts.check(out == sign * (std::ldexp(1.0f, 38) + std::ldexp(1.0f, 15)),
+                "2^38 + 2^14 + 2^-40 was rounded twice");
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
 TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do not") {
   Facts facts;
-  const std::size_t T = 64, M = 257;
-  const Terms terms = make_terms(T, M, -100, 100, 7);
-  const std::vector<float> reference = exact_sum(terms, iota(T), M);
+  const std::size_t T = 64;
+  const std::vector<Terms> streams{make_terms(T, 257, -100, 100, 7),
+                                   scale_per_term(make_terms(T, 5, -8, 8, 8), -110, 110, 9)};
   std::mt19937 rng(11);
-  bool float_orders_differ = false;
-  for (int trial = 0; trial < 30; ++trial) {
-    ExactSum sum = grouped_sum(terms, iota(T), M, rng);
-    std::vector<float> out(M);
-    sum.to_float(out);
-    facts.check(same_bits(out, reference), "trial " + std::to_string(trial) + " differs");
-    facts.check(sum.terms() == static_cast<std::int64_t>(T), "term count is not T");
-    std::vector<std::size_t> order = iota(T);
-    std::shuffle(order.begin(), order.end(), rng);
-    float forward = 0, shuffled = 0;
-    for (std::size_t t = 0; t < T; ++t) forward += terms[t][0];
-    for (std::size_t t : order) shuffled += terms[t][0];
-    float_orders_differ |= forward != shuffled;
+  for (std::size_t k = 0; k < streams.size(); ++k) {
+    const Terms& terms = streams[k];
+    const std::size_t M = terms[0].size();
+    const std::vector<float> reference = exact_sum(terms, iota(T), M);
+    ExactSum reference_words = exact_words(terms, iota(T), M);
+    bool float_orders_differ = false;
+    for (int trial = 0; trial < 30; ++trial) {
+      ExactSum sum = grouped_sum(terms, iota(T), M, rng);
+      std::vector<float> out(M);
+      sum.to_float(out);
+      facts.check(same_bits(out, reference) && same_words(sum, reference_words),
+                  "stream " + std::to_string(k) + ", trial " + std::to_string(trial) + " differs");
+      std::vector<std::size_t> order = iota(T);
+      std::shuffle(order.begin(), order.end(), rng);
+      float forward = 0, shuffled = 0;
+      for (std::size_t t = 0; t < T; ++t) forward += terms[t][0];
+      for (std::size_t t : order) shuffled += terms[t][0];
+      float_orders_differ |= forward != shuffled;
+    }
+    facts.check(float_orders_differ, "stream " + std::to_string(k) +
+                                         " is too easy: float sums agree in every order");
   }
-  facts.check(float_orders_differ, "the inputs are too easy: float sums agree in every order");
   REQUIRE_ALL_RANKS(facts);
 }
 
@@ -260,17 +309,21 @@ TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits")
   Communicator comm;
   const int N = comm.size(), me = comm.rank();
   const std::size_t T = 37;
-  const std::vector<std::size_t> sizes{101, 1, 0, 64};
-  // Block 0 spans 2^-120..2^90, block 1 small terms only, block 3 terms sorted by magnitude
-  // so that a contiguous split leaves the small ones (a low window) on the first ranks.
+  const std::vector<std::size_t> sizes{101, 1, 0, 6};
+  // Block 0 spans 2^-120..2^90, block 1 small terms only, block 3 runs of terms scaled by
+  // 2^-110..2^110 and sorted by scale, so that a contiguous split leaves the small ones (a
+  // low window) on the first ranks and windows are raised through the agreement.
   std::vector<Terms> blocks_terms{make_terms(T, sizes[0], -120, 90, 3),
                                   make_terms(T, sizes[1], -30, -20, 5), Terms(T),
-                                  make_terms(T, sizes[3], -60, 60, 9)};
+                                  scale_per_term(make_terms(T, sizes[3], -8, 8, 9), -110, 110, 4)};
   std::sort(blocks_terms[3].begin(), blocks_terms[3].end(),
             [](const auto& a, const auto& b) { return std::fabs(a[0]) < std::fabs(b[0]); });
   std::vector<std::vector<float>> references;
-  for (std::size_t b = 0; b < sizes.size(); ++b)
+  std::vector<ExactSum> reference_words;
+  for (std::size_t b = 0; b < sizes.size(); ++b) {
     references.push_back(exact_sum(blocks_terms[b], iota(T), sizes[b]));
+    reference_words.push_back(exact_words(blocks_terms[b], iota(T), sizes[b]));
+  }
   std::mt19937 rng(static_cast<std::uint32_t>(1000 + me));  // groupings differ per rank
   std::mt19937 split_rng(99);                               // splits agree across ranks
   for (int kind = 0; kind < 6; ++kind) {
@@ -285,7 +338,7 @@ TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits")
     for (std::size_t b = 0; b < sizes.size(); ++b) {
       std::vector<float> out(sizes[b]);
       blocks[b].to_float(out);
-      facts.check(same_bits(out, references[b]) && blocks[b].terms() == static_cast<std::int64_t>(T),
+      facts.check(same_bits(out, references[b]) && same_words(blocks[b], reference_words[b]),
                   "split " + std::to_string(kind) + ", block " + std::to_string(b) + " differs");
     }
   }
