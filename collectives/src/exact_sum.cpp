@@ -117,14 +117,13 @@ struct ExponentScan {
 };
 
 ExponentScan scan_exponents(std::span<const float> terms) {
-  unsigned max_exponent = 0, special = 0;
-  for (float x : terms) {
-    const unsigned e = exponent_field(std::bit_cast<std::uint32_t>(x));
-    const unsigned is_special = e == 0xffu ? 1u : 0u;
-    max_exponent = std::max(max_exponent, is_special ? 0u : e);
-    special |= is_special;
+  int max_exponent = 0, special = 0;  // signed ints: SSE2 vectorises their max, not unsigned
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const auto e = static_cast<int>(exponent_field(std::bit_cast<std::uint32_t>(terms[i])));
+    special |= e == 0xff;
+    max_exponent = std::max(max_exponent, e == 0xff ? 0 : e);
   }
-  return {max_exponent, special != 0};
+  return {static_cast<unsigned>(max_exponent), special != 0};
 }
 
 }  // namespace
