@@ -27,16 +27,20 @@ static_assert(ExactSum::kBinBits == 40, "kBin and kInvBin are 2^±kBinBits");
 // the double sum s is made round-to-odd (the neighbour with an odd last bit when s is
 // inexact), and rounding a round-to-odd double (53 bits >= 2·24 + 2) to float32 gives the
 // correctly rounded float32 of a + b, subnormal and overflowing results included.
-float round_sum_to_float(double a, double b) {
-  double s = a + b;
+[[gnu::always_inline]] inline float round_sum_to_float(double a, double b) {
+  const double s = a + b;
   const double b_part = s - a;                           // TwoSum: s + e == a + b exactly
   const double e = (a - (s - b_part)) + (b - b_part);
-  auto bits = std::bit_cast<std::uint64_t>(s);
-  if (e != 0 && (bits & 1) == 0) {
-    bits += ((e > 0) == (s > 0)) ? 1 : static_cast<std::uint64_t>(-1);  // toward a + b
-    s = std::bit_cast<double>(bits);
-  }
-  return static_cast<float>(s);
+  const auto bits = std::bit_cast<std::int64_t>(s);
+  const std::int64_t toward = ((e > 0) == (s > 0)) ? 1 : -1;  // one ulp toward a + b
+  const std::int64_t step = (e != 0 && (bits & 1) == 0) ? toward : 0;
+  return static_cast<float>(std::bit_cast<double>(bits + step));
+}
+
+// The double of an integer word, |word| <= 2^51: the magic constant's bits plus the word are
+// the bits of 1.5·2^52 + word (a vectorisable int64 -> double without AVX-512).
+[[gnu::always_inline]] inline double word_to_double(std::int64_t word) {
+  return std::bit_cast<double>(kMagicBits + word) - kMagic;
 }
 
 // The sum of an element that saw non-finite terms, as IEEE addition gives it in any order.
@@ -96,7 +100,8 @@ namespace {
 // hi[i] += round_top(x_i), lo[i] += the slice below it, for the grid 2^grid. Non-finite
 // terms count as zero here (their flags are recorded separately). Branch-free, so it
 // vectorises.
-void deposit(std::span<const float> terms, int grid, std::int64_t* hi, std::int64_t* lo) {
+[[gnu::always_inline]] inline void deposit_loop(std::span<const float> terms, int grid,
+                                                std::int64_t* hi, std::int64_t* lo) {
   const double scale = std::ldexp(1.0, -grid);
   const std::size_t M = terms.size();
   for (std::size_t i = 0; i < M; ++i) {
@@ -116,7 +121,7 @@ struct ExponentScan {
   bool non_finite = false;
 };
 
-ExponentScan scan_exponents(std::span<const float> terms) {
+[[gnu::always_inline]] inline ExponentScan scan_loop(std::span<const float> terms) {
   int max_exponent = 0, special = 0;  // signed ints: SSE2 vectorises their max, not unsigned
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const auto e = static_cast<int>(exponent_field(std::bit_cast<std::uint32_t>(terms[i])));
@@ -124,6 +129,51 @@ ExponentScan scan_exponents(std::span<const float> terms) {
     max_exponent = std::max(max_exponent, e == 0xff ? 0 : e);
   }
   return {static_cast<unsigned>(max_exponent), special != 0};
+}
+
+// The two loops compiled for AVX2 as well, chosen at run time: twice the lanes of the
+// baseline's SSE2. Every operation is exact or correctly rounded, so both give the same bits.
+[[gnu::target("avx2")]] void deposit_avx2(std::span<const float> terms, int grid,
+                                          std::int64_t* hi, std::int64_t* lo) {
+  deposit_loop(terms, grid, hi, lo);
+}
+[[gnu::target("avx2")]] ExponentScan scan_avx2(std::span<const float> terms) {
+  return scan_loop(terms);
+}
+
+bool has_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
+
+void deposit(std::span<const float> terms, int grid, std::int64_t* hi, std::int64_t* lo) {
+  if (has_avx2()) return deposit_avx2(terms, grid, hi, lo);
+  deposit_loop(terms, grid, hi, lo);
+}
+
+ExponentScan scan_exponents(std::span<const float> terms) {
+  return has_avx2() ? scan_avx2(terms) : scan_loop(terms);
+}
+
+// out[i] <- float32(hi[i]·hi_scale + lo[i]·lo_scale), rounded once. |words| <= 2^51, so
+// they and their scaled values are exact doubles.
+[[gnu::always_inline]] inline void round_loop(const std::int64_t* hi, const std::int64_t* lo,
+                                              double hi_scale, double lo_scale,
+                                              std::span<float> out) {
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = round_sum_to_float(word_to_double(hi[i]) * hi_scale,
+                                word_to_double(lo[i]) * lo_scale);
+}
+
+[[gnu::target("avx2")]] void round_avx2(const std::int64_t* hi, const std::int64_t* lo,
+                                        double hi_scale, double lo_scale, std::span<float> out) {
+  round_loop(hi, lo, hi_scale, lo_scale, out);
+}
+
+void round_words(const std::int64_t* hi, const std::int64_t* lo, double hi_scale,
+                 double lo_scale, std::span<float> out) {
+  if (has_avx2()) return round_avx2(hi, lo, hi_scale, lo_scale, out);
+  round_loop(hi, lo, hi_scale, lo_scale, out);
 }
 
 }  // namespace
@@ -172,13 +222,7 @@ void ExactSum::to_float(std::span<float> out) const {
                         std::to_string(elements_) + " elements");
   const int grid = kBinOffset + kBinBits * (top_ - 1);
   const double lo_scale = std::ldexp(1.0, grid), hi_scale = std::ldexp(1.0, grid + kBinBits);
-  const std::int64_t* hi = words_.data();
-  const std::int64_t* lo = hi + elements_;
-  for (std::size_t i = 0; i < elements_; ++i) {
-    // |words| <= 2^53: exact as doubles, and scaling by a power of two is exact.
-    out[i] = round_sum_to_float(static_cast<double>(hi[i]) * hi_scale,
-                                static_cast<double>(lo[i]) * lo_scale);
-  }
+  round_words(words_.data(), words_.data() + elements_, hi_scale, lo_scale, out);
   if (!any_non_finite_) return;
   for (std::size_t i = 0; i < elements_; ++i)
     if (flags_[i] != 0) out[i] = non_finite_result(flags_[i]);

@@ -52,8 +52,9 @@
 //   near X·2^-k is known to about n·2^-(40−k) of itself, worse than float32 once k > 16.
 //
 // Overflow cannot happen by construction: a slice is at most 2^39 in magnitude, and a block
-// holds at most kMaxTerms = 2^14 terms, so every word stays within 2^53 (exact in a double,
-// which the conversion back relies on). add() and merge() refuse to pass the bound, and the
+// holds at most kMaxTerms = 2^12 terms (a step sums B/m micro-batch partials: B <= 65536 at
+// m = 16), so every word stays within 2^51, which the conversion back relies on (it turns a
+// word into a double by adding it to the bits of 1.5·2^52). add() and merge() refuse to pass the bound, and the
 // allreduce checks the total over ranks; every refusal is an ExactSumError naming the counts.
 //
 // NaN and Inf: a non-finite term contributes no slices; the element remembers it (flags) and
@@ -87,7 +88,7 @@ class ExactSum {
   static constexpr int kBinOffset = -160;               // lsb(0): the finest grid, <= 2^-149
   static constexpr int kMinTop = 1;                     // windows (1, 0) .. (kMaxTop, kMaxTop−1)
   static constexpr int kMaxTop = 7;                     // covers |x| < 2^128
-  static constexpr std::int64_t kMaxTerms = 1 << 14;    // per block, summed over ranks
+  static constexpr std::int64_t kMaxTerms = 1 << 12;    // per block, summed over ranks
   // Element flags of non-finite terms.
   static constexpr std::uint8_t kSawNan = 1, kSawPlusInf = 2, kSawMinusInf = 4;
 
