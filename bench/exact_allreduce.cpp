@@ -49,12 +49,29 @@ int main(int argc, char** argv) {
     grad[i] = 1e-3f * static_cast<float>((i * 7919 + static_cast<std::size_t>(comm.rank())) % 1000);
   std::vector<ExactSum> blocks(1, ExactSum(n));
   const double ring = median_ms(
-      comm, [&] { work = grad; allreduce_sum(comm, std::span<float>(work)); }, reps);
+      comm,
+      [&] {
+        work = grad;
+        allreduce_sum(comm, std::span<float>(work));
+      },
+      reps);
   const double convert_in = median_ms(
-      comm, [&] { blocks[0].clear(); blocks[0].add(grad); }, reps);
+      comm,
+      [&] {
+        blocks[0].clear();
+        blocks[0].add(grad);
+      },
+      reps);
   const double exact = median_ms(
-      comm, [&] { blocks[0].clear(); blocks[0].add(grad); allreduce_exact(comm, blocks); }, reps);
-  const double convert_out = median_ms(comm, [&] { blocks[0].to_float(out); }, reps);
+      comm,
+      [&] {
+        blocks[0].clear();
+        blocks[0].add(grad);
+        allreduce_exact(comm, blocks);
+      },
+      reps);
+  const double convert_out = median_ms(
+      comm, [&] { blocks[0].to_float(out); }, reps);
   if (comm.rank() == 0) {
     std::printf("N=%d, %zu elements, median of %d, slowest rank, ms\n", comm.size(), n, reps);
     std::printf("  ring allreduce_sum (float)            %8.2f\n", ring);

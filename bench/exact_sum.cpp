@@ -3,6 +3,8 @@
 // merging two accumulators, and the one conversion back to float32. Median of the repetitions,
 // one thread. Nothing here talks to MPI.
 //   build/bench/bench_exact_sum [reps] [elements]
+#include "ringtrain/collectives/exact_sum.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,8 +12,6 @@
 #include <cstdlib>
 #include <random>
 #include <vector>
-
-#include "ringtrain/collectives/exact_sum.hpp"
 
 namespace {
 

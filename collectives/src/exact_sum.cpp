@@ -29,7 +29,7 @@ static_assert(ExactSum::kBinBits == 40, "kBin and kInvBin are 2^±kBinBits");
 // correctly rounded float32 of a + b, subnormal and overflowing results included.
 [[gnu::always_inline]] inline float round_sum_to_float(double a, double b) {
   const double s = a + b;
-  const double b_part = s - a;                           // TwoSum: s + e == a + b exactly
+  const double b_part = s - a;  // TwoSum: s + e == a + b exactly
   const double e = (a - (s - b_part)) + (b - b_part);
   const auto bits = std::bit_cast<std::int64_t>(s);
   const std::int64_t toward = ((e > 0) == (s > 0)) ? 1 : -1;  // one ulp toward a + b
@@ -51,7 +51,27 @@ float non_finite_result(std::uint8_t flags) {
   return plus ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
 }
 
-unsigned exponent_field(std::uint32_t bits) { return (bits >> 23) & 0xffu; }
+// Where a term type keeps its exponent: the unsigned integer of its bits, the field's shift
+// and mask (all ones: Inf or NaN), and the power e with |x| < 2^e for a field E >= 1,
+// e = E − kBias (subnormals are taken as E = 1: an over-estimate, still a function of x).
+template <typename T>
+struct Layout;
+template <>
+struct Layout<float> {
+  using Bits = std::uint32_t;
+  static constexpr int kShift = 23, kMask = 0xff, kBias = 126;
+};
+template <>
+struct Layout<double> {
+  using Bits = std::uint64_t;
+  static constexpr int kShift = 52, kMask = 0x7ff, kBias = 1022;
+};
+
+template <typename T>
+int exponent_field(T x) {
+  using L = Layout<T>;
+  return static_cast<int>((std::bit_cast<typename L::Bits>(x) >> L::kShift) & L::kMask);
+}
 
 std::string terms_text(std::int64_t held, std::int64_t more) {
   return "exact sum: " + std::to_string(held) + " terms plus " + std::to_string(more) +
@@ -69,14 +89,6 @@ void ExactSum::clear() {
   std::fill(flags_.begin(), flags_.end(), 0);
   top_ = kMinTop;
   any_non_finite_ = false;
-}
-
-int ExactSum::top_for_exponent(unsigned exponent) {
-  // |x| < 2^e; the top k needs e <= lsb(k+1) − 1 = kBinBits·(k+1) + kBinOffset − 1.
-  const int e = static_cast<int>(std::max(exponent, 1u)) - 126;
-  const int need = e - kBinOffset + 1;  // > 0 for every finite float32
-  const int top = (need + kBinBits - 1) / kBinBits - 1;
-  return std::clamp(top, kMinTop, kMaxTop);
 }
 
 void ExactSum::raise_top(int top) {
@@ -97,47 +109,70 @@ void ExactSum::raise_top(int top) {
 
 namespace {
 
+// The smallest valid top for terms with |x| < 2^e: the top k needs
+// e <= lsb(k+1) − 1 = kBinBits·(k+1) + kBinOffset − 1. Float32 terms always fit; a double
+// beyond 2^159 does not, and is refused rather than summed wrongly.
+int top_for_power(int e) {
+  const int need = e - ExactSum::kBinOffset + 1;
+  const int top =
+      need <= 0 ? ExactSum::kMinTop : (need + ExactSum::kBinBits - 1) / ExactSum::kBinBits - 1;
+  if (top > ExactSum::kMaxTop)
+    throw ExactSumError(
+        "exact sum: a term of magnitude up to 2^" + std::to_string(e) +
+        " is beyond the accumulator's range (|x| <= 2^" +
+        std::to_string(ExactSum::kBinOffset + ExactSum::kBinBits * (ExactSum::kMaxTop + 1) - 1) +
+        "); nothing was added");
+  return std::max(top, ExactSum::kMinTop);
+}
+
 // hi[i] += round_top(x_i), lo[i] += the slice below it, for the grid 2^grid. Non-finite
 // terms count as zero here (their flags are recorded separately). Branch-free, so it
 // vectorises.
-[[gnu::always_inline]] inline void deposit_loop(std::span<const float> terms, int grid,
+// For double terms the rounding onto the grid happens in `below + kMagic`; `below` is still
+// exact (at most 2^39 in magnitude and a multiple of v's last bit: 53 bits suffice).
+template <typename T>
+[[gnu::always_inline]] inline void deposit_loop(std::span<const T> terms, int grid,
                                                 std::int64_t* hi, std::int64_t* lo) {
+  using Bits = typename Layout<T>::Bits;
   const double scale = std::ldexp(1.0, -grid);
   const std::size_t M = terms.size();
   for (std::size_t i = 0; i < M; ++i) {
-    const auto bits = std::bit_cast<std::uint32_t>(terms[i]);
-    const std::uint32_t finite = exponent_field(bits) == 0xffu ? 0u : ~0u;
-    const double v = static_cast<double>(std::bit_cast<float>(bits & finite)) * scale;  // exact
-    const double t = v * kInvBin + kMagic;                  // |v·2^-40| <= 2^39
-    hi[i] += std::bit_cast<std::int64_t>(t) - kMagicBits;   // round(v / 2^40)
-    const double below = v - (t - kMagic) * kBin;           // exact, |below| <= 2^39
+    const auto bits = std::bit_cast<Bits>(terms[i]);
+    const Bits finite = exponent_field(terms[i]) == Layout<T>::kMask ? Bits{0} : ~Bits{0};
+    const double v = static_cast<double>(std::bit_cast<T>(bits & finite)) * scale;  // exact
+    const double t = v * kInvBin + kMagic;                 // |v·2^-40| <= 2^39
+    hi[i] += std::bit_cast<std::int64_t>(t) - kMagicBits;  // round(v / 2^40)
+    const double below = v - (t - kMagic) * kBin;          // exact, |below| <= 2^39
     lo[i] += std::bit_cast<std::int64_t>(below + kMagic) - kMagicBits;
   }
 }
 
 // The largest exponent field among the finite terms, and whether any term is non-finite.
 struct ExponentScan {
-  unsigned max_exponent = 0;
+  int max_exponent = 0;
   bool non_finite = false;
 };
 
-[[gnu::always_inline]] inline ExponentScan scan_loop(std::span<const float> terms) {
+template <typename T>
+[[gnu::always_inline]] inline ExponentScan scan_loop(std::span<const T> terms) {
   int max_exponent = 0, special = 0;  // signed ints: SSE2 vectorises their max, not unsigned
   for (std::size_t i = 0; i < terms.size(); ++i) {
-    const auto e = static_cast<int>(exponent_field(std::bit_cast<std::uint32_t>(terms[i])));
-    special |= e == 0xff;
-    max_exponent = std::max(max_exponent, e == 0xff ? 0 : e);
+    const int e = exponent_field(terms[i]);
+    special |= e == Layout<T>::kMask;
+    max_exponent = std::max(max_exponent, e == Layout<T>::kMask ? 0 : e);
   }
-  return {static_cast<unsigned>(max_exponent), special != 0};
+  return {max_exponent, special != 0};
 }
 
 // The two loops compiled for AVX2 as well, chosen at run time: twice the lanes of the
 // baseline's SSE2. Every operation is exact or correctly rounded, so both give the same bits.
-[[gnu::target("avx2")]] void deposit_avx2(std::span<const float> terms, int grid,
-                                          std::int64_t* hi, std::int64_t* lo) {
+template <typename T>
+[[gnu::target("avx2")]] void deposit_avx2(std::span<const T> terms, int grid, std::int64_t* hi,
+                                          std::int64_t* lo) {
   deposit_loop(terms, grid, hi, lo);
 }
-[[gnu::target("avx2")]] ExponentScan scan_avx2(std::span<const float> terms) {
+template <typename T>
+[[gnu::target("avx2")]] ExponentScan scan_avx2(std::span<const T> terms) {
   return scan_loop(terms);
 }
 
@@ -146,12 +181,14 @@ bool has_avx2() {
   return avx2;
 }
 
-void deposit(std::span<const float> terms, int grid, std::int64_t* hi, std::int64_t* lo) {
+template <typename T>
+void deposit(std::span<const T> terms, int grid, std::int64_t* hi, std::int64_t* lo) {
   if (has_avx2()) return deposit_avx2(terms, grid, hi, lo);
   deposit_loop(terms, grid, hi, lo);
 }
 
-ExponentScan scan_exponents(std::span<const float> terms) {
+template <typename T>
+ExponentScan scan_exponents(std::span<const T> terms) {
   return has_avx2() ? scan_avx2(terms) : scan_loop(terms);
 }
 
@@ -161,8 +198,7 @@ ExponentScan scan_exponents(std::span<const float> terms) {
                                               double hi_scale, double lo_scale,
                                               std::span<float> out) {
   for (std::size_t i = 0; i < out.size(); ++i)
-    out[i] = round_sum_to_float(word_to_double(hi[i]) * hi_scale,
-                                word_to_double(lo[i]) * lo_scale);
+    out[i] = round_sum_to_float(word_to_double(hi[i]) * hi_scale, word_to_double(lo[i]) * lo_scale);
 }
 
 [[gnu::target("avx2")]] void round_avx2(const std::int64_t* hi, const std::int64_t* lo,
@@ -170,31 +206,42 @@ ExponentScan scan_exponents(std::span<const float> terms) {
   round_loop(hi, lo, hi_scale, lo_scale, out);
 }
 
-void round_words(const std::int64_t* hi, const std::int64_t* lo, double hi_scale,
-                 double lo_scale, std::span<float> out) {
+void round_words(const std::int64_t* hi, const std::int64_t* lo, double hi_scale, double lo_scale,
+                 std::span<float> out) {
   if (has_avx2()) return round_avx2(hi, lo, hi_scale, lo_scale, out);
   round_loop(hi, lo, hi_scale, lo_scale, out);
 }
 
 }  // namespace
 
-void ExactSum::add(std::span<const float> terms) {
+template <typename T>
+void ExactSum::add_terms(std::span<const T> terms) {
   if (terms.size() != elements_)
     throw ExactSumError("exact sum: " + std::to_string(terms.size()) + " terms for " +
                         std::to_string(elements_) + " elements");
   if (this->terms() >= kMaxTerms) throw ExactSumError(terms_text(this->terms(), 1));
   const ExponentScan scan = scan_exponents(terms);
-  raise_top(std::max(top_, top_for_exponent(scan.max_exponent)));
+  const int power = std::max(scan.max_exponent, 1) - Layout<T>::kBias;  // |x| < 2^power
+  raise_top(std::max(top_, top_for_power(power)));  // throws before anything changes
   if (scan.non_finite) {
     for (std::size_t i = 0; i < elements_; ++i) {
-      const float x = terms[i];
-      if (std::isnan(x)) flags_[i] |= kSawNan;
-      else if (std::isinf(x)) flags_[i] |= x > 0 ? kSawPlusInf : kSawMinusInf;
+      const T x = terms[i];
+      if (std::isnan(x))
+        flags_[i] |= kSawNan;
+      else if (std::isinf(x))
+        flags_[i] |= x > 0 ? kSawPlusInf : kSawMinusInf;
     }
     any_non_finite_ = true;
   }
   deposit(terms, kBinOffset + kBinBits * (top_ - 1), words_.data(), words_.data() + elements_);
   ++words_[2 * elements_];
+}
+
+void ExactSum::add(std::span<const float> terms) {
+  add_terms(terms);
+}
+void ExactSum::add(std::span<const double> terms) {
+  add_terms(terms);
 }
 
 void ExactSum::merge(const ExactSum& other) {
@@ -277,8 +324,8 @@ void allreduce_exact(const Communicator& comm, std::span<ExactSum> blocks) {
                           std::to_string(ExactSum::kMaxTerms) + " it holds exactly");
     if (!block.any_non_finite() || comm.size() == 1) continue;
     std::span<std::uint8_t> flags = block.flags();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()),
-                            MPI_UINT8_T, MPI_BOR, comm.handle()),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()), MPI_UINT8_T,
+                            MPI_BOR, comm.handle()),
               "MPI_Allreduce(exact flags)");
   }
 }

@@ -7,10 +7,11 @@
 // Every rank builds the same global terms from a fixed seed and sums them alone in one order
 // (the reference); the distributed sums must equal it bit for bit. The reference does not
 // depend on N, so the runs at N = 1, 2, 3, 4 all compare against the same bits.
-#include <catch2/catch.hpp>
+#include "ringtrain/collectives/exact_sum.hpp"
 
 #include <algorithm>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,7 +22,6 @@
 #include <vector>
 
 #include "mpi_test.hpp"
-#include "ringtrain/collectives/exact_sum.hpp"
 
 using namespace ringtrain::collectives;
 using ringtrain::testing::Facts;
@@ -69,7 +69,8 @@ ExactSum exact_words(const Terms& terms, std::span<const std::size_t> order, std
   return sum;
 }
 
-std::vector<float> exact_sum(const Terms& terms, std::span<const std::size_t> order, std::size_t M) {
+std::vector<float> exact_sum(const Terms& terms, std::span<const std::size_t> order,
+                             std::size_t M) {
   std::vector<float> out(M);
   exact_words(terms, order, M).to_float(out);
   return out;
@@ -131,16 +132,23 @@ std::vector<int> owners(std::size_t T, int N, int kind, std::mt19937& rng) {
   const std::size_t weight_total = n * (n + 1) / 2;
   for (std::size_t t = 0; t < T; ++t) {
     switch (kind) {
-      case 0: owner[t] = static_cast<int>(t * n / T); break;
+      case 0:
+        owner[t] = static_cast<int>(t * n / T);
+        break;
       case 1: {
         std::size_t r = 0, edge = T * 1 / weight_total;
         while (t >= edge && r + 1 < n) edge += T * (++r + 1) / weight_total;
         owner[t] = static_cast<int>(r);
         break;
       }
-      case 2: owner[t] = static_cast<int>(t % n); break;
-      case 3: owner[t] = N - 1; break;
-      default: owner[t] = static_cast<int>(rng() % n);
+      case 2:
+        owner[t] = static_cast<int>(t % n);
+        break;
+      case 3:
+        owner[t] = N - 1;
+        break;
+      default:
+        owner[t] = static_cast<int>(rng() % n);
     }
   }
   return owner;
@@ -209,8 +217,8 @@ TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do 
       for (std::size_t t : order) shuffled += terms[t][0];
       float_orders_differ |= forward != shuffled;
     }
-    facts.check(float_orders_differ, "stream " + std::to_string(k) +
-                                         " is too easy: float sums agree in every order");
+    facts.check(float_orders_differ,
+                "stream " + std::to_string(k) + " is too easy: float sums agree in every order");
   }
   REQUIRE_ALL_RANKS(facts);
 }
@@ -390,7 +398,42 @@ TEST_CASE("allreduce_exact: too many terms over ranks, or unequal sizes, throw e
   std::vector<ExactSum> unequal(2, ExactSum(5));
   if (me == 0 && N > 1) unequal[1] = ExactSum(6);
   const bool threw = throws_as<ExactSumError>([&] { allreduce_exact(comm, unequal); });
-  facts.check(threw == (N > 1), "unequal block sizes were " + std::string(threw ? "" : "not ") +
-                                    "refused");
+  facts.check(threw == (N > 1),
+              "unequal block sizes were " + std::string(threw ? "" : "not ") + "refused");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("exact sum: double terms, in any grouping; beyond the range refused") {
+  Facts facts;
+  const std::size_t T = 40, M = 17;
+  const Terms floats = scale_per_term(make_terms(T, M, -8, 8, 31), -100, 100, 32);
+  // The same values as doubles give the same state as floats: one grid, one rounding rule.
+  ExactSum as_float(M), as_double(M);
+  for (const auto& term : floats) {
+    as_float.add(term);
+    as_double.add(std::vector<double>(term.begin(), term.end()));
+  }
+  facts.check(same_words(as_float, as_double), "float terms added as doubles differ");
+  // Doubles with bits below float32's: x·(1 + 2^-40) rounds onto the grid; any grouping of
+  // the rounded terms still gives the same words.
+  std::vector<std::vector<double>> doubles;
+  for (const auto& term : floats) {
+    doubles.emplace_back(term.begin(), term.end());
+    for (double& x : doubles.back()) x += std::ldexp(x, -40);
+  }
+  std::mt19937 rng(33);
+  std::vector<std::size_t> order = iota(T);
+  ExactSum reference(M);
+  for (const auto& term : doubles) reference.add(term);
+  for (int trial = 0; trial < 10; ++trial) {
+    std::shuffle(order.begin(), order.end(), rng);
+    ExactSum first(M), second(M);
+    for (std::size_t k = 0; k < T; ++k) (k < T / 3 ? first : second).add(doubles[order[k]]);
+    second.merge(first);
+    facts.check(same_words(second, reference), "double trial " + std::to_string(trial));
+  }
+  const std::vector<double> huge(M, std::ldexp(1.0, 170));
+  facts.check(throws_as<ExactSumError>([&] { reference.add(huge); }), "2^170 was accepted");
+  facts.check(reference.terms() == static_cast<std::int64_t>(T), "the refused term was counted");
   REQUIRE_ALL_RANKS(facts);
 }

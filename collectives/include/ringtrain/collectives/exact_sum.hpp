@@ -9,8 +9,8 @@
 // split gives the same words, and the words are converted back to float32 once.
 //
 // Vocabulary
-//   term     one float32 added to an element (a micro-batch partial); add() adds one term to
-//            every element of the accumulator
+//   term     one float32 (or double) added to an element (a micro-batch partial); add()
+//            adds one term to every element of the accumulator
 //   block    an ExactSum: M elements that share one window (the step uses one per tensor)
 //   bin k    an int64 word per element counting multiples of 2^lsb(k), lsb(k) = 40·k − 160;
 //            bins lie at fixed positions, the same on every rank, for every input
@@ -54,8 +54,9 @@
 // Overflow cannot happen by construction: a slice is at most 2^39 in magnitude, and a block
 // holds at most kMaxTerms = 2^12 terms (a step sums B/m micro-batch partials: B <= 65536 at
 // m = 16), so every word stays within 2^51, which the conversion back relies on (it turns a
-// word into a double by adding it to the bits of 1.5·2^52). add() and merge() refuse to pass the bound, and the
-// allreduce checks the total over ranks; every refusal is an ExactSumError naming the counts.
+// word into a double by adding it to the bits of 1.5·2^52). add() and merge() refuse to pass the
+// bound, and the allreduce checks the total over ranks; every refusal is an ExactSumError naming
+// the counts.
 //
 // NaN and Inf: a non-finite term contributes no slices; the element remembers it (flags) and
 // converts to NaN if any term was NaN or both +Inf and −Inf were added, else to ±Inf: what
@@ -84,11 +85,11 @@ class ExactSumError : public CollectiveError {
 
 class ExactSum {
  public:
-  static constexpr int kBinBits = 40;                   // lsb(k+1) − lsb(k)
-  static constexpr int kBinOffset = -160;               // lsb(0): the finest grid, <= 2^-149
-  static constexpr int kMinTop = 1;                     // windows (1, 0) .. (kMaxTop, kMaxTop−1)
-  static constexpr int kMaxTop = 7;                     // covers |x| < 2^128
-  static constexpr std::int64_t kMaxTerms = 1 << 12;    // per block, summed over ranks
+  static constexpr int kBinBits = 40;                 // lsb(k+1) − lsb(k)
+  static constexpr int kBinOffset = -160;             // lsb(0): the finest grid, <= 2^-149
+  static constexpr int kMinTop = 1;                   // windows (1, 0) .. (kMaxTop, kMaxTop−1)
+  static constexpr int kMaxTop = 7;                   // |x| <= 2^159: every float32
+  static constexpr std::int64_t kMaxTerms = 1 << 12;  // per block, summed over ranks
   // Element flags of non-finite terms.
   static constexpr std::uint8_t kSawNan = 1, kSawPlusInf = 2, kSawMinusInf = 4;
 
@@ -101,6 +102,10 @@ class ExactSum {
   // element i += terms[i], for every i. terms.size() must equal size(); throws
   // ExactSumError when the block already holds kMaxTerms terms (nothing is changed).
   void add(std::span<const float> terms);
+  // The same for double terms (BatchNorm statistics, the loss: sums kept in double), rounded
+  // onto the same grid, so the bound below holds with X over every term. A finite double
+  // beyond 2^159 does not fit any window: ExactSumError, nothing is changed.
+  void add(std::span<const double> terms);
   // this += other, exactly (same size; the term counts add and are checked as in add()).
   void merge(const ExactSum& other);
   // out[i] <- the sum of element i, rounded to float32 once (out.size() == size()).
@@ -118,23 +123,25 @@ class ExactSum {
   std::span<std::uint8_t> flags() { return flags_; }
   void set_non_finite(bool any) { any_non_finite_ = any; }
 
-  // The smallest valid top for a term whose biased float32 exponent field is `exponent`.
-  static int top_for_exponent(unsigned exponent);
-
  private:
+  template <typename T>
+  void add_terms(std::span<const T> terms);
+
   std::size_t elements_ = 0;
   int top_ = kMinTop;
-  std::vector<std::int64_t> words_;   // (2·M + 1): hi bins, lo bins, term count
-  std::vector<std::uint8_t> flags_;   // (M): kSaw* of non-finite terms
+  std::vector<std::int64_t> words_;  // (2·M + 1): hi bins, lo bins, term count
+  std::vector<std::uint8_t> flags_;  // (M): kSaw* of non-finite terms
   bool any_non_finite_ = false;
 };
 
 // Every block <- the sum over ranks of that block, then any rank's to_float gives the same
-// bits. Collective: every rank passes the same number of blocks with the same sizes (checked).
-// Cost: one small max over ranks (2 doubles per block: window and a non-finite flag), then one
-// MPI_Allreduce(MPI_INT64_T, MPI_SUM) of 2·M + 1 words per block (16 bytes per element), and
-// only when some rank saw a non-finite term, one MPI_BOR of M bytes for that block. Throws
-// ExactSumError on every rank when the blocks' term counts summed over ranks exceed kMaxTerms.
+// bits. Collective: every rank passes the same number of blocks with the same sizes (checked:
+// every rank throws the same ExactSumError, before any word moves).
+// Cost: the agreement, small all-gathers (small.hpp: the number of blocks, then 4 doubles per
+// block: window, non-finite flag, size, −size, whose max is taken); then per block one
+// MPI_Allreduce(MPI_INT64_T, MPI_SUM) of 2·M + 1 words (16 bytes per element, 4x the floats'
+// ring), and only when some rank saw a non-finite term, one MPI_BOR of M bytes. Throws
+// ExactSumError on every rank when a block's term count summed over ranks exceeds kMaxTerms.
 void allreduce_exact(const Communicator& comm, std::span<ExactSum> blocks);
 
 }  // namespace ringtrain::collectives
