@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   std::vector<float> grad(n), work(n), out(n);
   for (std::size_t i = 0; i < n; ++i)
     grad[i] = 1e-3f * static_cast<float>((i * 7919 + static_cast<std::size_t>(comm.rank())) % 1000);
-  std::vector<ExactSum> blocks(1, ExactSum(n));
+  ExactSum sum(n);
   const double ring = median_ms(
       comm,
       [&] {
@@ -58,20 +58,20 @@ int main(int argc, char** argv) {
   const double convert_in = median_ms(
       comm,
       [&] {
-        blocks[0].clear();
-        blocks[0].add(grad);
+        sum.clear();
+        sum.add(grad);
       },
       reps);
   const double exact = median_ms(
       comm,
       [&] {
-        blocks[0].clear();
-        blocks[0].add(grad);
-        allreduce_exact(comm, blocks);
+        sum.clear();
+        sum.add(grad);
+        allreduce_exact(comm, sum);
       },
       reps);
   const double convert_out = median_ms(
-      comm, [&] { blocks[0].to_float(out); }, reps);
+      comm, [&] { sum.to_float(out); }, reps);
   if (comm.rank() == 0) {
     std::printf("N=%d, %zu elements, median of %d, slowest rank, ms\n", comm.size(), n, reps);
     std::printf("  ring allreduce_sum (float)            %8.2f\n", ring);

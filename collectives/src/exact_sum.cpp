@@ -81,30 +81,40 @@ std::string terms_text(std::int64_t held, std::int64_t more) {
 
 }  // namespace
 
-ExactSum::ExactSum(std::size_t elements)
-    : elements_(elements), words_(2 * elements + 1, 0), flags_(elements, 0) {}
+ExactSum::ExactSum(std::size_t elements) : ExactSum(std::span<const std::size_t>(&elements, 1)) {}
+
+ExactSum::ExactSum(std::span<const std::size_t> block_sizes)
+    : begin_(1, 0), tops_(block_sizes.size(), kMinTop) {
+  for (std::size_t size : block_sizes) begin_.push_back(begin_.back() + size);
+  elements_ = begin_.back();
+  words_.assign(2 * elements_ + 1, 0);
+  flags_.assign(elements_, 0);
+}
 
 void ExactSum::clear() {
   std::fill(words_.begin(), words_.end(), 0);
   std::fill(flags_.begin(), flags_.end(), 0);
-  top_ = kMinTop;
+  std::fill(tops_.begin(), tops_.end(), kMinTop);
   any_non_finite_ = false;
 }
 
-void ExactSum::raise_top(int top) {
-  if (top < top_ || top > kMaxTop)
-    throw ExactSumError("exact sum: window " + std::to_string(top) + " is not in [" +
-                        std::to_string(top_) + ", " + std::to_string(kMaxTop) + "]");
-  const int shift = top - top_;
+void ExactSum::raise_top(std::size_t block, int top) {
+  if (block >= tops_.size() || top < tops_[block] || top > kMaxTop)
+    throw ExactSumError("exact sum: window " + std::to_string(top) + " for block " +
+                        std::to_string(block) + " of " + std::to_string(tops_.size()) +
+                        " is not in [current, " + std::to_string(kMaxTop) + "]");
+  const int shift = top - tops_[block];
   if (shift == 0) return;
+  const auto begin = static_cast<std::ptrdiff_t>(begin_[block]);
+  const auto end = static_cast<std::ptrdiff_t>(begin_[block + 1]);
   const auto M = static_cast<std::ptrdiff_t>(elements_);
   auto hi = words_.begin(), lo = words_.begin() + M;
   if (shift == 1)
-    std::copy(hi, hi + M, lo);  // the old top bin is the new lower bin
+    std::copy(hi + begin, hi + end, lo + begin);  // the old top bin is the new lower bin
   else
-    std::fill(lo, lo + M, 0);
-  std::fill(hi, hi + M, 0);
-  top_ = top;
+    std::fill(lo + begin, lo + end, 0);
+  std::fill(hi + begin, hi + end, 0);
+  tops_[block] = top;
 }
 
 namespace {
@@ -214,26 +224,45 @@ void round_words(const std::int64_t* hi, const std::int64_t* lo, double hi_scale
 
 }  // namespace
 
+namespace {
+
+// Flags of the non-finite terms: NaN, +Inf, -Inf.
+template <typename T>
+void record_non_finite(std::span<const T> terms, std::span<std::uint8_t> flags) {
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const T x = terms[i];
+    if (std::isnan(x))
+      flags[i] |= ExactSum::kSawNan;
+    else if (std::isinf(x))
+      flags[i] |= x > 0 ? ExactSum::kSawPlusInf : ExactSum::kSawMinusInf;
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void ExactSum::add_terms(std::span<const T> terms) {
   if (terms.size() != elements_)
     throw ExactSumError("exact sum: " + std::to_string(terms.size()) + " terms for " +
                         std::to_string(elements_) + " elements");
   if (this->terms() >= kMaxTerms) throw ExactSumError(terms_text(this->terms(), 1));
-  const ExponentScan scan = scan_exponents(terms);
-  const int power = std::max(scan.max_exponent, 1) - Layout<T>::kBias;  // |x| < 2^power
-  raise_top(std::max(top_, top_for_power(power)));  // throws before anything changes
-  if (scan.non_finite) {
-    for (std::size_t i = 0; i < elements_; ++i) {
-      const T x = terms[i];
-      if (std::isnan(x))
-        flags_[i] |= kSawNan;
-      else if (std::isinf(x))
-        flags_[i] |= x > 0 ? kSawPlusInf : kSawMinusInf;
-    }
+  std::vector<int> tops(tops_.size());
+  bool non_finite = false;
+  for (std::size_t b = 0; b < tops_.size(); ++b) {  // every check before anything changes
+    const ExponentScan scan = scan_exponents(terms.subspan(begin_[b], begin_[b + 1] - begin_[b]));
+    const int power = std::max(scan.max_exponent, 1) - Layout<T>::kBias;  // |x| < 2^power
+    tops[b] = std::max(tops_[b], top_for_power(power));
+    non_finite |= scan.non_finite;
+  }
+  if (non_finite) {
+    record_non_finite(terms, std::span(flags_));
     any_non_finite_ = true;
   }
-  deposit(terms, kBinOffset + kBinBits * (top_ - 1), words_.data(), words_.data() + elements_);
+  for (std::size_t b = 0; b < tops_.size(); ++b) {
+    raise_top(b, tops[b]);
+    deposit(terms.subspan(begin_[b], begin_[b + 1] - begin_[b]), grid(b), words_.data() + begin_[b],
+            words_.data() + elements_ + begin_[b]);
+  }
   ++words_[2 * elements_];
 }
 
@@ -245,17 +274,23 @@ void ExactSum::add(std::span<const double> terms) {
 }
 
 void ExactSum::merge(const ExactSum& other) {
-  if (other.elements_ != elements_)
-    throw ExactSumError("exact sum: merging " + std::to_string(other.elements_) +
-                        " elements into " + std::to_string(elements_));
+  if (other.begin_ != begin_)
+    throw ExactSumError("exact sum: merging " + std::to_string(other.elements_) + " elements in " +
+                        std::to_string(other.tops_.size()) + " blocks into " +
+                        std::to_string(elements_) + " in " + std::to_string(tops_.size()) +
+                        "; the blocks must be the same");
   if (terms() > kMaxTerms - other.terms()) throw ExactSumError(terms_text(terms(), other.terms()));
-  raise_top(std::max(top_, other.top_));
-  const int shift = top_ - other.top_;  // other's bins, read as if raised to this window
   const std::size_t M = elements_;
-  if (shift == 0)
-    for (std::size_t i = 0; i < 2 * M; ++i) words_[i] += other.words_[i];
-  else if (shift == 1)
-    for (std::size_t i = 0; i < M; ++i) words_[M + i] += other.words_[i];
+  for (std::size_t b = 0; b < tops_.size(); ++b) {
+    raise_top(b, std::max(tops_[b], other.tops_[b]));
+    const int shift = tops_[b] - other.tops_[b];  // other's bins, read as if raised
+    for (std::size_t i = begin_[b]; i < begin_[b + 1] && shift == 0; ++i) {
+      words_[i] += other.words_[i];
+      words_[M + i] += other.words_[M + i];
+    }
+    for (std::size_t i = begin_[b]; i < begin_[b + 1] && shift == 1; ++i)
+      words_[M + i] += other.words_[i];
+  }
   words_[2 * M] += other.words_[2 * M];
   if (other.any_non_finite_) {
     for (std::size_t i = 0; i < M; ++i) flags_[i] |= other.flags_[i];
@@ -267,9 +302,12 @@ void ExactSum::to_float(std::span<float> out) const {
   if (out.size() != elements_)
     throw ExactSumError("exact sum: " + std::to_string(out.size()) + " outputs for " +
                         std::to_string(elements_) + " elements");
-  const int grid = kBinOffset + kBinBits * (top_ - 1);
-  const double lo_scale = std::ldexp(1.0, grid), hi_scale = std::ldexp(1.0, grid + kBinBits);
-  round_words(words_.data(), words_.data() + elements_, hi_scale, lo_scale, out);
+  for (std::size_t b = 0; b < tops_.size(); ++b) {
+    const double lo_scale = std::ldexp(1.0, grid(b));
+    const double hi_scale = std::ldexp(1.0, grid(b) + kBinBits);
+    round_words(words_.data() + begin_[b], words_.data() + elements_ + begin_[b], hi_scale,
+                lo_scale, out.subspan(begin_[b], begin_[b + 1] - begin_[b]));
+  }
   if (!any_non_finite_) return;
   for (std::size_t i = 0; i < elements_; ++i)
     if (flags_[i] != 0) out[i] = non_finite_result(flags_[i]);
@@ -277,57 +315,54 @@ void ExactSum::to_float(std::span<float> out) const {
 
 namespace {
 
-// Ranks agree on each block's window, whether any rank saw a non-finite term in it, and that
-// every rank passes the same sizes: one small max over 4 doubles per block.
-void agree_windows(const Communicator& comm, std::span<ExactSum> blocks) {
-  check_same_size(comm, blocks.size(), "allreduce_exact (number of blocks)");
-  std::vector<double> facts(4 * blocks.size());
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    const auto M = static_cast<double>(blocks[b].size());
-    facts[4 * b] = blocks[b].top();
-    facts[4 * b + 1] = blocks[b].any_non_finite() ? 1 : 0;
-    facts[4 * b + 2] = M;
-    facts[4 * b + 3] = -M;
+// Ranks agree on every block's window, on whether any rank saw a non-finite term, and that
+// every rank passes the same blocks: a small all-gather of the block count, then a small max
+// over 3 doubles per block (window, size, −size) and the non-finite flag.
+void agree_windows(const Communicator& comm, ExactSum& sum) {
+  const std::size_t B = sum.blocks();
+  check_same_size(comm, B, "allreduce_exact (number of blocks)");
+  std::vector<double> facts(3 * B + 1);
+  for (std::size_t b = 0; b < B; ++b) {
+    const auto M = static_cast<double>(sum.block_size(b));
+    facts[3 * b] = sum.top(b);
+    facts[3 * b + 1] = M;
+    facts[3 * b + 2] = -M;
   }
+  facts[3 * B] = sum.any_non_finite() ? 1 : 0;
   allreduce_max(comm, facts);
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (facts[4 * b + 2] != -facts[4 * b + 3])
+  for (std::size_t b = 0; b < B; ++b)
+    if (facts[3 * b + 1] != -facts[3 * b + 2])
       throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " has between " +
-                          std::to_string(static_cast<std::int64_t>(-facts[4 * b + 3])) + " and " +
-                          std::to_string(static_cast<std::int64_t>(facts[4 * b + 2])) +
-                          " elements on different ranks; every rank must pass the same sizes");
-    if (2 * blocks[b].size() + 1 > static_cast<std::size_t>(INT_MAX))
-      throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " of " +
-                          std::to_string(blocks[b].size()) + " elements is too large for one call");
-    blocks[b].raise_top(static_cast<int>(facts[4 * b]));
-    blocks[b].set_non_finite(facts[4 * b + 1] != 0);
-  }
+                          std::to_string(static_cast<std::int64_t>(-facts[3 * b + 2])) + " and " +
+                          std::to_string(static_cast<std::int64_t>(facts[3 * b + 1])) +
+                          " elements on different ranks; every rank must pass the same blocks");
+  if (2 * sum.size() + 1 > static_cast<std::size_t>(INT_MAX))
+    throw ExactSumError("allreduce_exact: " + std::to_string(sum.size()) +
+                        " elements are too many for one call");
+  for (std::size_t b = 0; b < B; ++b) sum.raise_top(b, static_cast<int>(facts[3 * b]));
+  sum.set_non_finite(facts[3 * B] != 0);
 }
 
 }  // namespace
 
-void allreduce_exact(const Communicator& comm, std::span<ExactSum> blocks) {
-  agree_windows(comm, blocks);
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    ExactSum& block = blocks[b];
-    std::span<std::int64_t> words = block.words();
-    if (comm.size() > 1)
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()),
-                              MPI_INT64_T, MPI_SUM, comm.handle()),
-                "MPI_Allreduce(exact words)");
-    // A word wraps only beyond 2^24 terms (2^39 per slice), which this check refuses; the
-    // total is the same on every rank, so every rank throws here or none does.
-    if (block.terms() > ExactSum::kMaxTerms)
-      throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " sums " +
-                          std::to_string(block.terms()) + " terms over " +
-                          std::to_string(comm.size()) + " ranks, more than the " +
-                          std::to_string(ExactSum::kMaxTerms) + " it holds exactly");
-    if (!block.any_non_finite() || comm.size() == 1) continue;
-    std::span<std::uint8_t> flags = block.flags();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()), MPI_UINT8_T,
-                            MPI_BOR, comm.handle()),
-              "MPI_Allreduce(exact flags)");
-  }
+void allreduce_exact(const Communicator& comm, ExactSum& sum) {
+  agree_windows(comm, sum);
+  if (comm.size() == 1) return;
+  std::span<std::int64_t> words = sum.words();
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()), MPI_INT64_T,
+                          MPI_SUM, comm.handle()),
+            "MPI_Allreduce(exact words)");
+  // A word wraps only beyond 2^24 terms (2^39 per slice), which this check refuses; the total
+  // is the same on every rank, so every rank throws here or none does.
+  if (sum.terms() > ExactSum::kMaxTerms)
+    throw ExactSumError("allreduce_exact: " + std::to_string(sum.terms()) + " terms over " +
+                        std::to_string(comm.size()) + " ranks, more than the " +
+                        std::to_string(ExactSum::kMaxTerms) + " a block holds exactly");
+  if (!sum.any_non_finite()) return;
+  std::span<std::uint8_t> flags = sum.flags();
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()), MPI_UINT8_T,
+                          MPI_BOR, comm.handle()),
+            "MPI_Allreduce(exact flags)");
 }
 
 }  // namespace ringtrain::collectives

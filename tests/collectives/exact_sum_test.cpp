@@ -63,6 +63,14 @@ Terms scale_per_term(Terms terms, int lo_exp, int hi_exp, std::uint32_t seed) {
   return terms;
 }
 
+// The terms summed in `order` into one accumulator with blocks of `blocks` elements.
+ExactSum exact_words(const Terms& terms, std::span<const std::size_t> order,
+                     std::span<const std::size_t> blocks) {
+  ExactSum sum(blocks);
+  for (std::size_t t : order) sum.add(terms[t]);
+  return sum;
+}
+
 ExactSum exact_words(const Terms& terms, std::span<const std::size_t> order, std::size_t M) {
   ExactSum sum(M);
   for (std::size_t t : order) sum.add(terms[t]);
@@ -96,10 +104,10 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // The terms `mine` summed in a random order and a random grouping: up to 5 partial sums, each
 // taking a random subset, merged into one another in random order.
-ExactSum grouped_sum(const Terms& terms, std::vector<std::size_t> mine, std::size_t M,
-                     std::mt19937& rng) {
+ExactSum grouped_sum(const Terms& terms, std::vector<std::size_t> mine,
+                     std::span<const std::size_t> blocks, std::mt19937& rng) {
   std::shuffle(mine.begin(), mine.end(), rng);
-  std::vector<ExactSum> parts(1 + rng() % 5, ExactSum(M));
+  std::vector<ExactSum> parts(1 + rng() % 5, ExactSum(blocks));
   for (std::size_t t : mine) parts[rng() % parts.size()].add(terms[t]);
   while (parts.size() > 1) {
     const std::size_t a = rng() % parts.size();
@@ -205,7 +213,7 @@ TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do 
     ExactSum reference_words = exact_words(terms, iota(T), M);
     bool float_orders_differ = false;
     for (int trial = 0; trial < 30; ++trial) {
-      ExactSum sum = grouped_sum(terms, iota(T), M, rng);
+      ExactSum sum = grouped_sum(terms, iota(T), std::span(&M, 1), rng);
       std::vector<float> out(M);
       sum.to_float(out);
       facts.check(same_bits(out, reference) && same_words(sum, reference_words),
@@ -253,17 +261,16 @@ TEST_CASE("exact sum: subnormal terms sum exactly, large ones overflow to Inf") 
   Facts facts;
   const float sub = std::numeric_limits<float>::denorm_min();
   const float big = std::numeric_limits<float>::max();
-  // Separate blocks: a block's grid follows its largest term, so FLT_MAX beside the
-  // subnormals would round them away (the header's bound).
-  ExactSum small(2), large(1);
-  for (int k = 0; k < 5; ++k) {
-    const float row[2] = {sub, -3 * sub};
-    small.add(row);
-    large.add(std::span(&big, 1));
-  }
+  // Two blocks of one accumulator: a block's grid follows its largest term, so FLT_MAX in the
+  // same block as the subnormals would round them away (the header's bound); in its own
+  // block it does not.
+  const std::vector<std::size_t> blocks{2, 1};
+  ExactSum sum(blocks);
+  for (int k = 0; k < 5; ++k) sum.add(std::vector<float>{sub, -3 * sub, big});
   std::vector<float> out(3);
-  small.to_float(std::span(out).first(2));
-  large.to_float(std::span(out).last(1));
+  sum.to_float(out);
+  facts.check(sum.top(0) == ExactSum::kMinTop && sum.top(1) == ExactSum::kMaxTop,
+              "the blocks' windows are not their own");
   facts.check(out[0] == 5 * sub && out[1] == -15 * sub, "subnormal sums are not exact");
   facts.check(std::isinf(out[2]) && out[2] > 0, "5 · FLT_MAX is not +Inf");
   REQUIRE_ALL_RANKS(facts);
@@ -307,8 +314,8 @@ TEST_CASE("exact sum: too many terms raise ExactSumError, nothing is changed") {
               "the refused add changed the sum");
   ExactSum other = half;
   facts.check(throws_as<ExactSumError>([&] { half.merge(other); }), "merge beyond kMaxTerms");
-  facts.check(throws_as<ExactSumError>([&] { sum.raise_top(sum.top() - 1); }), "lowered window");
-  facts.check(throws_as<ExactSumError>([&] { sum.raise_top(ExactSum::kMaxTop + 1); }),
+  facts.check(throws_as<ExactSumError>([&] { sum.raise_top(0, sum.top() - 1); }), "lowered window");
+  facts.check(throws_as<ExactSumError>([&] { sum.raise_top(0, ExactSum::kMaxTop + 1); }),
               "window beyond kMaxTop");
   facts.check(throws_as<ExactSumError>([&] { sum.add(std::vector<float>(3)); }), "wrong size");
   REQUIRE_ALL_RANKS(facts);
@@ -328,12 +335,15 @@ TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits")
                                   scale_per_term(make_terms(T, sizes[3], -8, 8, 9), -110, 110, 4)};
   std::sort(blocks_terms[3].begin(), blocks_terms[3].end(),
             [](const auto& a, const auto& b) { return std::fabs(a[0]) < std::fabs(b[0]); });
-  std::vector<std::vector<float>> references;
-  std::vector<ExactSum> reference_words;
-  for (std::size_t b = 0; b < sizes.size(); ++b) {
-    references.push_back(exact_sum(blocks_terms[b], iota(T), sizes[b]));
-    reference_words.push_back(exact_words(blocks_terms[b], iota(T), sizes[b]));
-  }
+  // One accumulator, one block per stream: term t is the concatenation of the streams' t.
+  Terms terms(T);
+  for (std::size_t t = 0; t < T; ++t)
+    for (const Terms& block : blocks_terms)
+      terms[t].insert(terms[t].end(), block[t].begin(), block[t].end());
+  const std::size_t M = terms[0].size();
+  ExactSum reference_words = exact_words(terms, iota(T), sizes);
+  std::vector<float> reference(M);
+  reference_words.to_float(reference);
   std::mt19937 rng(static_cast<std::uint32_t>(1000 + me));  // groupings differ per rank
   std::mt19937 split_rng(99);                               // splits agree across ranks
   for (int kind = 0; kind < 6; ++kind) {
@@ -341,16 +351,12 @@ TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits")
     std::vector<std::size_t> mine;
     for (std::size_t t = 0; t < T; ++t)
       if (owner[t] == me) mine.push_back(t);
-    std::vector<ExactSum> blocks;
-    for (std::size_t b = 0; b < sizes.size(); ++b)
-      blocks.push_back(grouped_sum(blocks_terms[b], mine, sizes[b], rng));
-    allreduce_exact(comm, blocks);
-    for (std::size_t b = 0; b < sizes.size(); ++b) {
-      std::vector<float> out(sizes[b]);
-      blocks[b].to_float(out);
-      facts.check(same_bits(out, references[b]) && same_words(blocks[b], reference_words[b]),
-                  "split " + std::to_string(kind) + ", block " + std::to_string(b) + " differs");
-    }
+    ExactSum sum = grouped_sum(terms, mine, sizes, rng);
+    allreduce_exact(comm, sum);
+    std::vector<float> out(M);
+    sum.to_float(out);
+    facts.check(same_bits(out, reference) && same_words(sum, reference_words),
+                "split " + std::to_string(kind) + " differs");
   }
   REQUIRE_ALL_RANKS(facts);
 }
@@ -365,12 +371,12 @@ TEST_CASE("allreduce_exact: non-finite terms on some ranks reach every rank") {
   if (me == N - 1) row[0] = std::nanf("");
   if (me == 0) row[1] = row[2] = inf;
   if (me == N - 1) row[1] = N == 1 ? row[1] : -inf;
-  std::vector<ExactSum> blocks(1, ExactSum(4));
-  blocks[0].add(row);
-  if (N == 1) blocks[0].add(std::vector<float>{0.0f, -inf, 0.0f, 0.0f});
-  allreduce_exact(comm, blocks);
+  ExactSum sum(4);
+  sum.add(row);
+  if (N == 1) sum.add(std::vector<float>{0.0f, -inf, 0.0f, 0.0f});
+  allreduce_exact(comm, sum);
   std::vector<float> out(4);
-  blocks[0].to_float(out);
+  sum.to_float(out);
   facts.check(std::isnan(out[0]) && std::isnan(out[1]), "NaN or +Inf-Inf did not give NaN");
   facts.check(out[2] == inf && out[3] == static_cast<float>(N), "Inf or the finite sum is wrong");
   REQUIRE_ALL_RANKS(facts);
@@ -381,25 +387,25 @@ TEST_CASE("allreduce_exact: too many terms over ranks, or unequal sizes, throw e
   Communicator comm;
   const int N = comm.size(), me = comm.rank();
   const std::int64_t each = (ExactSum::kMaxTerms + 1 + N - 1) / N;  // Σ over ranks > kMaxTerms
-  std::vector<ExactSum> blocks(1, ExactSum(3));
+  ExactSum sum(3);
   const std::vector<float> row{1.0f, 0.5f, -2.0f};
-  for (std::int64_t k = 0; k < std::min(each, ExactSum::kMaxTerms); ++k) blocks[0].add(row);
+  for (std::int64_t k = 0; k < std::min(each, ExactSum::kMaxTerms); ++k) sum.add(row);
   if (N == 1) {
-    facts.check(throws_as<ExactSumError>([&] { blocks[0].add(row); }), "kMaxTerms + 1 locally");
+    facts.check(throws_as<ExactSumError>([&] { sum.add(row); }), "kMaxTerms + 1 locally");
   } else {
     bool named = false;
     try {
-      allreduce_exact(comm, blocks);
+      allreduce_exact(comm, sum);
     } catch (const ExactSumError& e) {
       named = std::string(e.what()).find("terms over") != std::string::npos;
     }
     facts.check(named, "the total over ranks beyond kMaxTerms was accepted");
   }
-  std::vector<ExactSum> unequal(2, ExactSum(5));
-  if (me == 0 && N > 1) unequal[1] = ExactSum(6);
+  const std::vector<std::size_t> mine{5, me == 0 && N > 1 ? 6u : 5u};
+  ExactSum unequal(mine);
   const bool threw = throws_as<ExactSumError>([&] { allreduce_exact(comm, unequal); });
   facts.check(threw == (N > 1),
-              "unequal block sizes were " + std::string(threw ? "" : "not ") + "refused");
+              "unequal blocks were " + std::string(threw ? "" : "not ") + "refused");
   REQUIRE_ALL_RANKS(facts);
 }
 

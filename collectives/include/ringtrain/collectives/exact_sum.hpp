@@ -11,7 +11,7 @@
 // Vocabulary
 //   term     one float32 (or double) added to an element (a micro-batch partial); add()
 //            adds one term to every element of the accumulator
-//   block    an ExactSum: M elements that share one window (the step uses one per tensor)
+//   block    elements of an ExactSum that share one window (the step uses one per tensor)
 //   bin k    an int64 word per element counting multiples of 2^lsb(k), lsb(k) = 40·k − 160;
 //            bins lie at fixed positions, the same on every rank, for every input
 //   window   the two bins (top, top−1) a block keeps; top is the smallest k whose bin k+1
@@ -51,12 +51,12 @@
 //   Elements much smaller than their block's max keep fewer bits: an element whose terms are
 //   near X·2^-k is known to about n·2^-(40−k) of itself, worse than float32 once k > 16.
 //
-// Overflow cannot happen by construction: a slice is at most 2^39 in magnitude, and a block
-// holds at most kMaxTerms = 2^12 terms (a step sums B/m micro-batch partials: B <= 65536 at
-// m = 16), so every word stays within 2^51, which the conversion back relies on (it turns a
-// word into a double by adding it to the bits of 1.5·2^52). add() and merge() refuse to pass the
-// bound, and the allreduce checks the total over ranks; every refusal is an ExactSumError naming
-// the counts.
+// Overflow cannot happen by construction: a slice is at most 2^39 in magnitude, and an
+// accumulator holds at most kMaxTerms = 2^12 terms (a step sums B/m micro-batch partials:
+// B <= 65536 at m = 16), so every word stays within 2^51, which the conversion back relies on (it
+// turns a word into a double by adding it to the bits of 1.5·2^52). add() and merge() refuse to
+// pass the bound, and the allreduce checks the total over ranks; every refusal is an ExactSumError
+// naming the counts.
 //
 // NaN and Inf: a non-finite term contributes no slices; the element remembers it (flags) and
 // converts to NaN if any term was NaN or both +Inf and −Inf were added, else to ±Inf: what
@@ -83,40 +83,47 @@ class ExactSumError : public CollectiveError {
   using CollectiveError::CollectiveError;
 };
 
+// An accumulator of M elements in blocks (one window each: the step uses a block per tensor,
+// so a tensor's small elements are not ruled by another tensor's large ones).
 class ExactSum {
  public:
   static constexpr int kBinBits = 40;                 // lsb(k+1) − lsb(k)
   static constexpr int kBinOffset = -160;             // lsb(0): the finest grid, <= 2^-149
   static constexpr int kMinTop = 1;                   // windows (1, 0) .. (kMaxTop, kMaxTop−1)
   static constexpr int kMaxTop = 7;                   // |x| <= 2^159: every float32
-  static constexpr std::int64_t kMaxTerms = 1 << 12;  // per block, summed over ranks
+  static constexpr std::int64_t kMaxTerms = 1 << 12;  // per accumulator, summed over ranks
   // Element flags of non-finite terms.
   static constexpr std::uint8_t kSawNan = 1, kSawPlusInf = 2, kSawMinusInf = 4;
 
+  // One block of `elements`.
   explicit ExactSum(std::size_t elements = 0);
+  // Blocks of these sizes, in order: block b is elements [Σ_{c<b} size_c, ... + size_b).
+  explicit ExactSum(std::span<const std::size_t> block_sizes);
 
   std::size_t size() const { return elements_; }
-  // Back to an empty sum of `size()` elements (window kMinTop, no terms).
+  std::size_t blocks() const { return tops_.size(); }
+  std::size_t block_size(std::size_t block) const { return begin_[block + 1] - begin_[block]; }
+  // Back to an empty sum (windows kMinTop, no terms), same blocks.
   void clear();
 
   // element i += terms[i], for every i. terms.size() must equal size(); throws
-  // ExactSumError when the block already holds kMaxTerms terms (nothing is changed).
+  // ExactSumError when the accumulator already holds kMaxTerms terms (nothing is changed).
   void add(std::span<const float> terms);
   // The same for double terms (BatchNorm statistics, the loss: sums kept in double), rounded
-  // onto the same grid, so the bound below holds with X over every term. A finite double
+  // onto the same grid, so the bound above holds with X over every term. A finite double
   // beyond 2^159 does not fit any window: ExactSumError, nothing is changed.
   void add(std::span<const double> terms);
-  // this += other, exactly (same size; the term counts add and are checked as in add()).
+  // this += other, exactly (same blocks; the term counts add and are checked as in add()).
   void merge(const ExactSum& other);
   // out[i] <- the sum of element i, rounded to float32 once (out.size() == size()).
   void to_float(std::span<float> out) const;
 
-  // The window's top bin, the number of terms added, and whether any term was non-finite.
-  int top() const { return top_; }
+  // A block's window top bin, the number of terms added, whether any term was non-finite.
+  int top(std::size_t block = 0) const { return tops_[block]; }
   std::int64_t terms() const { return words_[2 * elements_]; }
   bool any_non_finite() const { return any_non_finite_; }
-  // Raises the window to `top` (>= top(), <= kMaxTop): drops bins below the new window.
-  void raise_top(int top);
+  // Raises a block's window to `top` (>= top(block), <= kMaxTop): drops bins below it.
+  void raise_top(std::size_t block, int top);
 
   // For the allreduce: (2·M + 1) int64: bin top (M), bin top−1 (M), then the term count.
   std::span<std::int64_t> words() { return words_; }
@@ -126,22 +133,24 @@ class ExactSum {
  private:
   template <typename T>
   void add_terms(std::span<const T> terms);
+  int grid(std::size_t block) const { return kBinOffset + kBinBits * (tops_[block] - 1); }
 
   std::size_t elements_ = 0;
-  int top_ = kMinTop;
+  std::vector<std::size_t> begin_;   // (blocks + 1): first element of each block, then M
+  std::vector<int> tops_;            // (blocks): each block's window
   std::vector<std::int64_t> words_;  // (2·M + 1): hi bins, lo bins, term count
   std::vector<std::uint8_t> flags_;  // (M): kSaw* of non-finite terms
   bool any_non_finite_ = false;
 };
 
-// Every block <- the sum over ranks of that block, then any rank's to_float gives the same
-// bits. Collective: every rank passes the same number of blocks with the same sizes (checked:
-// every rank throws the same ExactSumError, before any word moves).
-// Cost: the agreement, small all-gathers (small.hpp: the number of blocks, then 4 doubles per
-// block: window, non-finite flag, size, −size, whose max is taken); then per block one
+// sum <- the sum over ranks of every rank's sum, then any rank's to_float gives the same
+// bits. Collective: every rank passes an accumulator with the same blocks (checked: every
+// rank throws the same ExactSumError, before any word moves).
+// Cost: the agreement, small all-gathers (small.hpp: the number of blocks, then 3 doubles per
+// block: window, size, −size, plus one non-finite flag, whose max is taken); then one
 // MPI_Allreduce(MPI_INT64_T, MPI_SUM) of 2·M + 1 words (16 bytes per element, 4x the floats'
 // ring), and only when some rank saw a non-finite term, one MPI_BOR of M bytes. Throws
-// ExactSumError on every rank when a block's term count summed over ranks exceeds kMaxTerms.
-void allreduce_exact(const Communicator& comm, std::span<ExactSum> blocks);
+// ExactSumError on every rank when the term count summed over ranks exceeds kMaxTerms.
+void allreduce_exact(const Communicator& comm, ExactSum& sum);
 
 }  // namespace ringtrain::collectives
