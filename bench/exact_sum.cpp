@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   std::printf("exact sum over %zu elements, median of %d repetitions, ns per element\n", n, reps);
   std::printf("  float sum  acc += x          %6.3f\n", plain);
   std::printf("  add        (convert in)      %6.3f   %5.2fx the float sum\n", add, add / plain);
-  std::printf("  merge      (two blocks)      %6.3f   %5.2fx\n", merge, merge / plain);
+  std::printf("  merge      (two sums)        %6.3f   %5.2fx\n", merge, merge / plain);
   std::printf("  to_float   (convert back)    %6.3f   %5.2fx\n", back, back / plain);
   std::printf("checksum %g %g\n", static_cast<double>(acc[0]), static_cast<double>(out[0]));
   return 0;

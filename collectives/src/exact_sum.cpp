@@ -284,12 +284,13 @@ void ExactSum::merge(const ExactSum& other) {
   for (std::size_t b = 0; b < tops_.size(); ++b) {
     raise_top(b, std::max(tops_[b], other.tops_[b]));
     const int shift = tops_[b] - other.tops_[b];  // other's bins, read as if raised
-    for (std::size_t i = begin_[b]; i < begin_[b + 1] && shift == 0; ++i) {
-      words_[i] += other.words_[i];
-      words_[M + i] += other.words_[M + i];
+    const std::size_t begin = begin_[b], end = begin_[b + 1];
+    if (shift == 0) {
+      for (std::size_t i = begin; i < end; ++i) words_[i] += other.words_[i];
+      for (std::size_t i = M + begin; i < M + end; ++i) words_[i] += other.words_[i];
+    } else if (shift == 1) {
+      for (std::size_t i = begin; i < end; ++i) words_[M + i] += other.words_[i];
     }
-    for (std::size_t i = begin_[b]; i < begin_[b + 1] && shift == 1; ++i)
-      words_[M + i] += other.words_[i];
   }
   words_[2 * M] += other.words_[2 * M];
   if (other.any_non_finite_) {
