@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/collectives/schedule.hpp"
 #include "ringtrain/collectives/small.hpp"
 
 namespace ringtrain::collectives {
@@ -303,15 +304,28 @@ void ExactSum::to_float(std::span<float> out) const {
   if (out.size() != elements_)
     throw ExactSumError("exact sum: " + std::to_string(out.size()) + " outputs for " +
                         std::to_string(elements_) + " elements");
-  for (std::size_t b = 0; b < tops_.size(); ++b) {
+  const std::span<const std::int64_t> words(words_);
+  round_range(0, words.first(elements_), words.subspan(elements_, elements_), out);
+}
+
+void ExactSum::round_range(std::size_t first, std::span<const std::int64_t> hi,
+                           std::span<const std::int64_t> lo, std::span<float> out) const {
+  const std::size_t last = first + out.size();
+  if (hi.size() != out.size() || lo.size() != out.size() || last > elements_)
+    throw ExactSumError("exact sum: elements [" + std::to_string(first) + ", " +
+                        std::to_string(last) + ") of " + std::to_string(elements_) +
+                        " with words for " + std::to_string(hi.size()));
+  for (std::size_t b = 0; b < tops_.size(); ++b) {  // the part of block b in [first, last)
+    const std::size_t begin = std::max(begin_[b], first), end = std::min(begin_[b + 1], last);
+    if (begin >= end) continue;
     const double lo_scale = std::ldexp(1.0, grid(b));
     const double hi_scale = std::ldexp(1.0, grid(b) + kBinBits);
-    round_words(words_.data() + begin_[b], words_.data() + elements_ + begin_[b], hi_scale,
-                lo_scale, out.subspan(begin_[b], begin_[b + 1] - begin_[b]));
+    round_words(hi.data() + (begin - first), lo.data() + (begin - first), hi_scale, lo_scale,
+                out.subspan(begin - first, end - begin));
   }
   if (!any_non_finite_) return;
-  for (std::size_t i = 0; i < elements_; ++i)
-    if (flags_[i] != 0) out[i] = non_finite_result(flags_[i]);
+  for (std::size_t i = first; i < last; ++i)
+    if (flags_[i] != 0) out[i - first] = non_finite_result(flags_[i]);
 }
 
 namespace {
@@ -364,6 +378,54 @@ void allreduce_exact(const Communicator& comm, ExactSum& sum) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, flags.data(), static_cast<int>(flags.size()), MPI_UINT8_T,
                           MPI_BOR, comm.handle()),
             "MPI_Allreduce(exact flags)");
+}
+
+namespace {
+
+// Every rank's number of elements in its chunk, and where the chunks begin (schedule.hpp).
+void chunk_table(std::size_t M, int N, std::vector<int>& counts, std::vector<int>& begins) {
+  for (int r = 0; r < N; ++r) {
+    counts.push_back(static_cast<int>(chunk_size(M, static_cast<std::size_t>(N), r)));
+    begins.push_back(static_cast<int>(chunk_begin(M, static_cast<std::size_t>(N), r)));
+  }
+}
+
+}  // namespace
+
+void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> out) {
+  std::vector<double> total{static_cast<double>(sum.terms())};
+  allreduce_sum(comm, std::span(total));  // exact: integers below 2^53
+  agree_windows(comm, sum);
+  if (total[0] > static_cast<double>(ExactSum::kMaxTerms))
+    throw ExactSumError("allreduce_exact: " + std::to_string(static_cast<std::int64_t>(total[0])) +
+                        " terms over " + std::to_string(comm.size()) + " ranks, more than the " +
+                        std::to_string(ExactSum::kMaxTerms) + " an accumulator holds exactly");
+  if (out.size() != sum.size())  // the same on every rank: the sizes agree
+    throw ExactSumError("allreduce_exact: " + std::to_string(out.size()) + " outputs for " +
+                        std::to_string(sum.size()) + " elements");
+  if (comm.size() == 1) return sum.to_float(out);
+  const std::size_t M = sum.size();
+  if (sum.any_non_finite())
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, sum.flags().data(), static_cast<int>(M), MPI_UINT8_T,
+                            MPI_BOR, comm.handle()),
+              "MPI_Allreduce(exact flags)");
+  std::vector<int> counts, begins;
+  chunk_table(M, comm.size(), counts, begins);
+  const auto mine = static_cast<std::size_t>(comm.rank());
+  const auto chunk = static_cast<std::size_t>(counts[mine]);
+  const auto first = static_cast<std::size_t>(begins[mine]);
+  std::vector<std::int64_t> hi(chunk), lo(chunk);  // this rank's chunk, summed over ranks
+  std::span<std::int64_t> words = sum.words();
+  check_mpi(MPI_Reduce_scatter(words.data(), hi.data(), counts.data(), MPI_INT64_T, MPI_SUM,
+                               comm.handle()),
+            "MPI_Reduce_scatter(exact words)");
+  check_mpi(MPI_Reduce_scatter(words.data() + M, lo.data(), counts.data(), MPI_INT64_T, MPI_SUM,
+                               comm.handle()),
+            "MPI_Reduce_scatter(exact words)");
+  sum.round_range(first, hi, lo, out.subspan(first, chunk));
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data(), counts.data(),
+                           begins.data(), MPI_FLOAT, comm.handle()),
+            "MPI_Allgatherv(exact result)");
 }
 
 }  // namespace ringtrain::collectives

@@ -352,11 +352,15 @@ TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits")
     for (std::size_t t = 0; t < T; ++t)
       if (owner[t] == me) mine.push_back(t);
     ExactSum sum = grouped_sum(terms, mine, sizes, rng);
+    ExactSum consumed = sum;
     allreduce_exact(comm, sum);
-    std::vector<float> out(M);
+    std::vector<float> out(M), scattered(M);
     sum.to_float(out);
     facts.check(same_bits(out, reference) && same_words(sum, reference_words),
                 "split " + std::to_string(kind) + " differs");
+    allreduce_exact(comm, consumed, scattered);  // reduce-scatter words, all-gather floats
+    facts.check(same_bits(scattered, reference),
+                "split " + std::to_string(kind) + " differs through the reduce-scatter");
   }
   REQUIRE_ALL_RANKS(facts);
 }
@@ -371,14 +375,20 @@ TEST_CASE("allreduce_exact: non-finite terms on some ranks reach every rank") {
   if (me == N - 1) row[0] = std::nanf("");
   if (me == 0) row[1] = row[2] = inf;
   if (me == N - 1) row[1] = N == 1 ? row[1] : -inf;
-  ExactSum sum(4);
-  sum.add(row);
-  if (N == 1) sum.add(std::vector<float>{0.0f, -inf, 0.0f, 0.0f});
-  allreduce_exact(comm, sum);
-  std::vector<float> out(4);
-  sum.to_float(out);
-  facts.check(std::isnan(out[0]) && std::isnan(out[1]), "NaN or +Inf-Inf did not give NaN");
-  facts.check(out[2] == inf && out[3] == static_cast<float>(N), "Inf or the finite sum is wrong");
+  for (bool scatter : {false, true}) {
+    ExactSum sum(4);
+    sum.add(row);
+    if (N == 1) sum.add(std::vector<float>{0.0f, -inf, 0.0f, 0.0f});
+    std::vector<float> out(4);
+    if (scatter) {
+      allreduce_exact(comm, sum, out);
+    } else {
+      allreduce_exact(comm, sum);
+      sum.to_float(out);
+    }
+    facts.check(std::isnan(out[0]) && std::isnan(out[1]), "NaN or +Inf-Inf did not give NaN");
+    facts.check(out[2] == inf && out[3] == static_cast<float>(N), "Inf or the finite sum is wrong");
+  }
   REQUIRE_ALL_RANKS(facts);
 }
 
@@ -400,12 +410,18 @@ TEST_CASE("allreduce_exact: too many terms over ranks, or unequal sizes, throw e
       named = std::string(e.what()).find("terms over") != std::string::npos;
     }
     facts.check(named, "the total over ranks beyond kMaxTerms was accepted");
+    std::vector<float> out(3);
+    facts.check(throws_as<ExactSumError>([&] { allreduce_exact(comm, sum, out); }),
+                "the total over ranks beyond kMaxTerms was accepted by the reduce-scatter");
   }
   const std::vector<std::size_t> mine{5, me == 0 && N > 1 ? 6u : 5u};
   ExactSum unequal(mine);
   const bool threw = throws_as<ExactSumError>([&] { allreduce_exact(comm, unequal); });
   facts.check(threw == (N > 1),
               "unequal blocks were " + std::string(threw ? "" : "not ") + "refused");
+  std::vector<float> out(unequal.size());
+  const bool scatter_threw = throws_as<ExactSumError>([&] { allreduce_exact(comm, unequal, out); });
+  facts.check(scatter_threw == (N > 1), "unequal blocks and the reduce-scatter");
   REQUIRE_ALL_RANKS(facts);
 }
 

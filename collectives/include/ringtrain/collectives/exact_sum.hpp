@@ -117,6 +117,10 @@ class ExactSum {
   void merge(const ExactSum& other);
   // out[i] <- the sum of element i, rounded to float32 once (out.size() == size()).
   void to_float(std::span<float> out) const;
+  // out[j] <- the sum of element first + j whose words are hi[j], lo[j] (words summed
+  // elsewhere, e.g. a rank's chunk after a reduce-scatter), with this sum's windows and flags.
+  void round_range(std::size_t first, std::span<const std::int64_t> hi,
+                   std::span<const std::int64_t> lo, std::span<float> out) const;
 
   // A block's window top bin, the number of terms added, whether any term was non-finite.
   int top(std::size_t block = 0) const { return tops_[block]; }
@@ -152,5 +156,14 @@ class ExactSum {
 // ring), and only when some rank saw a non-finite term, one MPI_BOR of M bytes. Throws
 // ExactSumError on every rank when the term count summed over ranks exceeds kMaxTerms.
 void allreduce_exact(const Communicator& comm, ExactSum& sum);
+
+// out <- the float32 of the sum over ranks, the same bits on every rank and as
+// allreduce_exact then to_float, for less traffic: the words are reduce-scattered (rank r sums
+// chunk r, schedule.hpp), each rank rounds only its chunk, and the floats are all-gathered.
+// Per element (N−1)/N · (16 + 4) bytes sent instead of (N−1)/N · 32, and 1/N of the rounding.
+// `sum` is consumed: its words are unspecified afterwards (windows and flags stay agreed).
+// Collective; the agreement first (as above, plus a small sum of the term counts), so a count
+// beyond kMaxTerms or unequal blocks throw on every rank before any word moves.
+void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> out);
 
 }  // namespace ringtrain::collectives
