@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/schedule.hpp"
 #include "ringtrain/collectives/small.hpp"
 
@@ -414,18 +415,19 @@ void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> o
   const auto mine = static_cast<std::size_t>(comm.rank());
   const auto chunk = static_cast<std::size_t>(counts[mine]);
   const auto first = static_cast<std::size_t>(begins[mine]);
-  std::vector<std::int64_t> hi(chunk), lo(chunk);  // this rank's chunk, summed over ranks
+  // In place: each bin's summed chunk lands at the start of that bin's words (MPI_IN_PLACE),
+  // so nothing is allocated; the rank's own words are spent.
   std::span<std::int64_t> words = sum.words();
-  check_mpi(MPI_Reduce_scatter(words.data(), hi.data(), counts.data(), MPI_INT64_T, MPI_SUM,
+  check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, words.data(), counts.data(), MPI_INT64_T, MPI_SUM,
                                comm.handle()),
             "MPI_Reduce_scatter(exact words)");
-  check_mpi(MPI_Reduce_scatter(words.data() + M, lo.data(), counts.data(), MPI_INT64_T, MPI_SUM,
+  check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, words.data() + M, counts.data(), MPI_INT64_T, MPI_SUM,
                                comm.handle()),
             "MPI_Reduce_scatter(exact words)");
-  sum.round_range(first, hi, lo, out.subspan(first, chunk));
-  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.data(), counts.data(),
-                           begins.data(), MPI_FLOAT, comm.handle()),
-            "MPI_Allgatherv(exact result)");
+  sum.round_range(first, words.first(chunk), words.subspan(M, chunk), out.subspan(first, chunk));
+  // The ring's all-gather (ring.hpp) moves chunk r of rank r, the same chunks as above;
+  // MPICH's MPI_Allgatherv measured seconds here at this size (bench/README-exact.md).
+  all_gather(comm, out);
 }
 
 }  // namespace ringtrain::collectives

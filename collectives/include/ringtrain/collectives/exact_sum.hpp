@@ -159,13 +159,13 @@ void allreduce_exact(const Communicator& comm, ExactSum& sum);
 
 // out <- the float32 of the sum over ranks, the same bits on every rank and as
 // allreduce_exact then to_float, for less traffic: the words are reduce-scattered (rank r sums
-// chunk r, schedule.hpp), each rank rounds only its chunk, and the floats are all-gathered.
-// On a ring that is (N−1)/N · (16 + 4) bytes per element instead of (N−1)/N · 32, and 1/N of
-// the rounding; through MPICH's MPI_Reduce_scatter and MPI_Allgatherv it measured slower than
-// the call above (bench/README-exact.md). Afterwards `sum` keeps this rank's own words (not
-// the total); its windows and flags are the agreed ones.
-// Collective; the agreement first (as above, plus a small sum of the term counts), so a count
-// beyond kMaxTerms or unequal blocks throw on every rank before any word moves.
+// chunk r, schedule.hpp), each rank rounds only its chunk, and the floats are all-gathered
+// by the ring (ring.hpp). On a ring that is (N−1)/N · (16 + 4) bytes per element instead of
+// (N−1)/N · 32, and 1/N of the rounding (bench/README-exact.md has its measured cost).
+// `sum` is consumed: its words are unspecified afterwards (its windows and flags are the
+// agreed ones); clear() it before the next sum. Collective; the agreement first (as above,
+// plus a small sum of the term counts), so a count beyond kMaxTerms or unequal blocks throw
+// on every rank before any word moves.
 void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> out);
 
 }  // namespace ringtrain::collectives
