@@ -16,7 +16,8 @@
 //            bins lie at fixed positions, the same on every rank, for every input
 //   window   the two bins (top, top−1) a block keeps; top is the smallest k whose bin k+1
 //            every term rounds to zero in (|x| <= 2^(lsb(k+1)−1)); the block's grid is
-//            g = lsb(top−1), so 2^g <= max|x| · 2^-39 (at least 40 bits below the max)
+//            g = lsb(top−1), so 2^g <= max|x| · 2^-39 (39 or more bits below the max's
+//            leading bit: a term's rounding error is at most max|x| · 2^-40)
 //   slice    the part of a term in bin k: round_k(x) − round_(k+1)(x), round_k = round to
 //            nearest (ties to even) onto multiples of 2^lsb(k). A slice depends on x and k
 //            alone, never on the window, so raising a window (a larger term arrived, or the
@@ -64,7 +65,9 @@
 //
 // Cost: add() reads M floats and updates 2·M int64 words (16 bytes per element, 4x a float);
 // the conversion in is branch-free (an exponent pass, then a multiply and two round-by-magic-
-// constant steps per element), the conversion back a few double operations per element.
+// constant steps per element), the conversion back a few double operations per element. The
+// loops are compiled for the baseline (SSE2) and for AVX2, chosen at run time; every step is
+// exact or correctly rounded, so both give the same bits.
 #pragma once
 
 #include <cstddef>
