@@ -459,3 +459,26 @@ TEST_CASE("exact sum: double terms, in any grouping; beyond the range refused") 
   facts.check(reference.terms() == static_cast<std::int64_t>(T), "the refused term was counted");
   REQUIRE_ALL_RANKS(facts);
 }
+
+TEST_CASE("allreduce_exact: element counts 0, 1, N-1, N+1 (empty chunks on some ranks)") {
+  Facts facts;
+  Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const auto n = static_cast<std::size_t>(N);
+  for (std::size_t M : {std::size_t{0}, std::size_t{1}, n - 1, n + 1}) {
+    const std::size_t T = 7;
+    const Terms terms = make_terms(T, M, -20, 20, static_cast<std::uint32_t>(50 + M));
+    const std::vector<float> reference = exact_sum(terms, iota(T), M);
+    ExactSum sum(M);
+    for (std::size_t t = 0; t < T; ++t)
+      if (static_cast<int>(t % n) == me) sum.add(terms[t]);
+    ExactSum consumed = sum;
+    std::vector<float> out(M), scattered(M);
+    allreduce_exact(comm, sum);
+    sum.to_float(out);
+    allreduce_exact(comm, consumed, scattered);
+    facts.check(same_bits(out, reference) && same_bits(scattered, reference),
+                "M = " + std::to_string(M) + " differs");
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
