@@ -182,6 +182,58 @@ TEST_CASE("exact sum: the header's worked example") {
   REQUIRE_ALL_RANKS(facts);
 }
 
+namespace {
+
+// round(a / 2^s), ties to even, in exact integers (s may be negative: a · 2^-s).
+Int128 round_shift(Int128 a, int s) {
+  if (s <= 0) return a * (Int128{1} << -s);
+  if (s >= 100) return 0;  // |a| < 2^25 here: far below half of 2^s
+  const Int128 magnitude = a < 0 ? -a : a;
+  Int128 q = magnitude >> s;
+  const Int128 r = magnitude - (q << s), half = Int128{1} << (s - 1);
+  if (r > half || (r == half && (q & 1) != 0)) ++q;
+  return a < 0 ? -q : q;
+}
+
+}  // namespace
+
+TEST_CASE("exact sum: the words are the header's slices, computed in exact integers") {
+  // x = m · 2^q (m a 24-bit integer); the block's grid g = lsb(top−1) = 40·(top−1) − 160;
+  // bin top holds round_top(x) = round(x / 2^(g+40)), bin top−1 round_(top−1)(x) − 2^40 ·
+  // round_top(x), summed over the terms. Checked for float and double terms alike.
+  Facts facts;
+  const std::size_t T = 24, M = 9;
+  const Terms terms = scale_per_term(make_terms(T, M, -30, 30, 61), -90, 90, 62);
+  for (bool as_double : {false, true}) {
+    ExactSum sum(M);
+    for (const auto& term : terms) {
+      if (as_double)
+        sum.add(std::vector<double>(term.begin(), term.end()));
+      else
+        sum.add(term);
+      const int g = ExactSum::kBinOffset + ExactSum::kBinBits * (sum.top() - 1);
+      bool fits = true;  // the window's promise: every term so far rounds to zero above it
+      for (float x : term) fits &= std::fabs(x) <= std::ldexp(1.0, g + 2 * ExactSum::kBinBits - 1);
+      facts.check(fits, "a term lies above its window");
+    }
+    const int g = ExactSum::kBinOffset + ExactSum::kBinBits * (sum.top() - 1);
+    for (std::size_t i = 0; i < M; ++i) {
+      Int128 hi = 0, lo = 0;
+      for (const auto& term : terms) {
+        int q = 0;
+        const auto m = static_cast<Int128>(std::ldexp(std::frexp(term[i], &q), 24));
+        const Int128 top = round_shift(m, g + ExactSum::kBinBits - (q - 24));
+        hi += top;
+        lo += round_shift(m, g - (q - 24)) - top * (Int128{1} << ExactSum::kBinBits);
+      }
+      facts.check(sum.words()[i] == hi && sum.words()[M + i] == lo,
+                  std::string(as_double ? "double" : "float") + " words of element " +
+                      std::to_string(i) + " are not the slices");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
 TEST_CASE("exact sum: the words are rounded to float32 once, not through a double") {
   // 2^38 + 2^14 + 2^-40 lies just above the float32 tie between 2^38 and 2^38 + 2^15; rounded
   // first to a double (2^38 + 2^14, the tie) and then to float32 it would give 2^38.

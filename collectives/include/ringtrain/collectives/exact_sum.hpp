@@ -14,8 +14,9 @@
 //   block    elements of an ExactSum that share one window (the step uses one per tensor)
 //   bin k    an int64 word per element counting multiples of 2^lsb(k), lsb(k) = 40·k − 160;
 //            bins lie at fixed positions, the same on every rank, for every input
-//   window   the two bins (top, top−1) a block keeps; top is the smallest k whose bin k+1
-//            every term rounds to zero in (|x| <= 2^(lsb(k+1)−1)); the block's grid is
+//   window   the two bins (top, top−1) a block keeps; top is the smallest k >= 1 with
+//            2^e <= 2^(lsb(k+1)−1), where |x| < 2^e follows from the largest exponent field
+//            among the block's terms, so every term rounds to zero in bin k+1; the grid is
 //            g = lsb(top−1), so 2^g <= max|x| · 2^-39 (39 or more bits below the max's
 //            leading bit: a term's rounding error is at most max|x| · 2^-40)
 //   slice    the part of a term in bin k: round_k(x) − round_(k+1)(x), round_k = round to
