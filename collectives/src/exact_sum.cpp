@@ -334,10 +334,12 @@ namespace {
 // Ranks agree on every block's window, on whether any rank saw a non-finite term, and that
 // every rank passes the same blocks: a small all-gather of the block count, then a small max
 // over 3 doubles per block (window, size, −size) and the non-finite flag.
-void agree_windows(const Communicator& comm, ExactSum& sum) {
+// `outputs`: the length of the caller's output span (the reduce-scatter variant), checked
+// here so that a wrong one on a single rank throws on every rank instead of hanging the rest.
+void agree_windows(const Communicator& comm, ExactSum& sum, std::size_t outputs) {
   const std::size_t B = sum.blocks();
   check_same_size(comm, B, "allreduce_exact (number of blocks)");
-  std::vector<double> facts(3 * B + 1);
+  std::vector<double> facts(3 * B + 2);
   for (std::size_t b = 0; b < B; ++b) {
     const auto M = static_cast<double>(sum.block_size(b));
     facts[3 * b] = sum.top(b);
@@ -345,7 +347,11 @@ void agree_windows(const Communicator& comm, ExactSum& sum) {
     facts[3 * b + 2] = -M;
   }
   facts[3 * B] = sum.any_non_finite() ? 1 : 0;
+  facts[3 * B + 1] = outputs != sum.size() ? 1 : 0;
   allreduce_max(comm, facts);
+  if (facts[3 * B + 1] != 0)
+    throw ExactSumError("allreduce_exact: an output span does not match the " +
+                        std::to_string(sum.size()) + " elements on some rank");
   for (std::size_t b = 0; b < B; ++b)
     if (facts[3 * b + 1] != -facts[3 * b + 2])
       throw ExactSumError("allreduce_exact: block " + std::to_string(b) + " has between " +
@@ -362,7 +368,7 @@ void agree_windows(const Communicator& comm, ExactSum& sum) {
 }  // namespace
 
 void allreduce_exact(const Communicator& comm, ExactSum& sum) {
-  agree_windows(comm, sum);
+  agree_windows(comm, sum, sum.size());
   if (comm.size() == 1) return;
   std::span<std::int64_t> words = sum.words();
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()), MPI_INT64_T,
@@ -396,14 +402,11 @@ void chunk_table(std::size_t M, int N, std::vector<int>& counts, std::vector<int
 void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> out) {
   std::vector<double> total{static_cast<double>(sum.terms())};
   allreduce_sum(comm, std::span(total));  // exact: integers below 2^53
-  agree_windows(comm, sum);
+  agree_windows(comm, sum, out.size());
   if (total[0] > static_cast<double>(ExactSum::kMaxTerms))
     throw ExactSumError("allreduce_exact: " + std::to_string(static_cast<std::int64_t>(total[0])) +
                         " terms over " + std::to_string(comm.size()) + " ranks, more than the " +
                         std::to_string(ExactSum::kMaxTerms) + " an accumulator holds exactly");
-  if (out.size() != sum.size())  // the same on every rank: the sizes agree
-    throw ExactSumError("allreduce_exact: " + std::to_string(out.size()) + " outputs for " +
-                        std::to_string(sum.size()) + " elements");
   if (comm.size() == 1) return sum.to_float(out);
   const std::size_t M = sum.size();
   if (sum.any_non_finite())

@@ -474,6 +474,10 @@ TEST_CASE("allreduce_exact: too many terms over ranks, or unequal sizes, throw e
   std::vector<float> out(unequal.size());
   const bool scatter_threw = throws_as<ExactSumError>([&] { allreduce_exact(comm, unequal, out); });
   facts.check(scatter_threw == (N > 1), "unequal blocks and the reduce-scatter");
+  ExactSum fine(4);
+  std::vector<float> wrong(me == N - 1 ? 5 : 4);  // a wrong output on the last rank only
+  facts.check(throws_as<ExactSumError>([&] { allreduce_exact(comm, fine, wrong); }),
+              "a wrong output length on one rank was not refused everywhere");
   REQUIRE_ALL_RANKS(facts);
 }
 

@@ -168,8 +168,8 @@ void allreduce_exact(const Communicator& comm, ExactSum& sum);
 // (N−1)/N · 32, and 1/N of the rounding (bench/README-exact.md has its measured cost).
 // `sum` is consumed: its words are unspecified afterwards (its windows and flags are the
 // agreed ones); clear() it before the next sum. Collective; the agreement first (as above,
-// plus a small sum of the term counts), so a count beyond kMaxTerms or unequal blocks throw
-// on every rank before any word moves.
+// plus a small sum of the term counts), so a count beyond kMaxTerms, unequal blocks or an
+// `out` whose length is not size() on any rank throw on every rank before any word moves.
 void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> out);
 
 }  // namespace ringtrain::collectives
