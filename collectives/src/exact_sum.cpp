@@ -188,9 +188,15 @@ template <typename T>
   return scan_loop(terms);
 }
 
+// RINGTRAIN_EXACT_BASELINE_ONLY: a test build of this file that runs the baseline loops on an
+// AVX2 machine too (tests/collectives: collectives_exact_sum_baseline).
 bool has_avx2() {
+#ifdef RINGTRAIN_EXACT_BASELINE_ONLY
+  return false;
+#else
   static const bool avx2 = __builtin_cpu_supports("avx2");
   return avx2;
+#endif
 }
 
 template <typename T>
