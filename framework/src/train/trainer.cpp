@@ -91,6 +91,19 @@ Watchdog::Action record_then(Watchdog::Action act, int rank, std::filesystem::pa
   };
 }
 
+// The configuration a checkpoint carries: the run's options, and what `ringtrain eval` needs to
+// rebuild the model from the file alone: its spec as built (canonical TOML), the data's
+// sample shape and classes. Files written before these keys existed still load (they are
+// read only when present).
+nlohmann::json checkpoint_config(const TrainConfig& config, const RunFacts& facts,
+                                 const Sequential& model) {
+  nlohmann::json json = config.to_json();
+  if (!model.spec().empty()) json["model_spec"] = model.spec();
+  json["sample_shape"] = facts.data.sample_shape;
+  json["classes"] = facts.data.num_classes;
+  return json;
+}
+
 ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
   ReducerOptions o;
   o.cap_bytes = cap_bytes;
@@ -305,7 +318,8 @@ void TrainingRun::resume() {
   state_ = std::make_unique<TrainingState>(TrainingState{
       model_, step_->optimizer(), *sampler_, progress_, config_.seed, &step_->reducer().shard()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
-                                                 config_.to_json().dump(), config_.checkpoint_key);
+                                                 checkpoint_config(config_, facts_, model_).dump(),
+                                                 config_.checkpoint_key);
   if (!config_.resume.empty()) {
     const auto from =
         checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });

@@ -32,7 +32,22 @@ void get_store(const checkpoint::StateTree& tree, ParameterStore& store) {
   }
 }
 
+void expect_store(checkpoint::Expected& expected, const ParameterStore& store) {
+  for (const ParameterEntry& e : store.entries())
+    expected.add_array(Group::kModel, e.name, dims_of(e.shape));
+}
+
 }  // namespace
+
+void expect_model(checkpoint::Expected& expected, const Sequential& model) {
+  expect_store(expected, model.parameters());
+  expect_store(expected, model.buffers());
+}
+
+void restore_model(const checkpoint::StateTree& tree, Sequential& model) {
+  get_store(tree, model.parameters());
+  get_store(tree, model.buffers());
+}
 
 bool sharded(const TrainingState& s) {
   return s.shard != nullptr && s.shard->sharded();
@@ -139,9 +154,8 @@ void check_compatible(const checkpoint::StateTree& tree, const TrainingState& s)
 }
 
 void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
+  restore_model(tree, s.model);
   ParameterStore& params = s.model.parameters();
-  get_store(tree, params);
-  get_store(tree, s.model.buffers());
   std::vector<float> full(sharded(s) ? params.num_elements() : 0);
   for (const OptimizerStateView& view : s.optimizer.state()) {
     const std::span<float> target = sharded(s) ? std::span<float>(full) : view.values;

@@ -83,6 +83,13 @@ checkpoint::StateTree capture(const TrainingState& state,
 // this checks the values a layout cannot show. Call it before restore.
 void check_compatible(const checkpoint::StateTree& tree, const TrainingState& state);
 
+// The /model entries of `model` (parameters and buffers, each with its shape) added to
+// `expected`: what a checkpoint of this model must hold in /model.
+void expect_model(checkpoint::Expected& expected, const Sequential& model);
+// Overwrites the model's parameters and buffers (BatchNorm statistics) from a tree read
+// against a schema that holds expect_model's entries.
+void restore_model(const checkpoint::StateTree& tree, Sequential& model);
+
 // Overwrites the state from a tree that was read against the schema of capture(state)
 // (checkpoint::Expected::of), so every entry exists with the right shape. A sharded optimizer
 // takes its shard of each full tensor.
