@@ -54,7 +54,8 @@ void agreed(const collectives::Communicator& comm, Work&& work) {
   } catch (const std::exception& e) {
     message = e.what();
   }
-  double failed[2] = {message.empty() ? 0.0 : 1.0, comm.rank() == 0 && !message.empty() ? 1.0 : 0.0};
+  double failed[2] = {message.empty() ? 0.0 : 1.0,
+                      comm.rank() == 0 && !message.empty() ? 1.0 : 0.0};
   if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(failed));
   if (failed[0] == 0.0) return;
   if (!message.empty() && (comm.rank() == 0 || failed[1] == 0.0)) throw Failure(message);
@@ -110,9 +111,11 @@ std::optional<Shape> shape_of(const nlohmann::json& json, const char* key,
   if (!json.contains(key)) return std::nullopt;
   const nlohmann::json& v = json[key];
   Shape shape;
-  if (!v.is_array() || v.size() > 8) throw UsageError(fmt::format("{}: stored {} is not a shape", file, key));
+  if (!v.is_array() || v.size() > 8)
+    throw UsageError(fmt::format("{}: stored {} is not a shape", file, key));
   for (const nlohmann::json& d : v) {
-    if (!d.is_number_unsigned()) throw UsageError(fmt::format("{}: stored {} is not a shape", file, key));
+    if (!d.is_number_unsigned())
+      throw UsageError(fmt::format("{}: stored {} is not a shape", file, key));
     shape.push_back(d.get<std::size_t>());
   }
   return shape;
@@ -164,9 +167,9 @@ void load_weights(const std::string& file, const StoredRun& run, Sequential& mod
 
 // BLAS threads and kernels as the run that wrote the checkpoint chose them.
 void use_run_threads(const collectives::Communicator& comm, const TrainConfig& config) {
-  blas::set_threads(config.blas_threads > 0
-                        ? config.blas_threads
-                        : std::max(1, blas::available_cores() / std::max(1, comm.ranks_per_node())));
+  blas::set_threads(config.blas_threads > 0 ? config.blas_threads
+                                            : std::max(1, blas::available_cores() /
+                                                              std::max(1, comm.ranks_per_node())));
   blas::set_kernels(blas::resolve_kernels(name_of(config.gemm)));
 }
 
