@@ -3,6 +3,8 @@
 // they are; every defect of a user's file is refused with the file (and dataset) named.
 #include "ringtrain/framework/data/user_data.hpp"
 
+#include <xxhash.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -75,6 +77,14 @@ std::filesystem::path float_npy_dir(const TempDir& tmp, Edit&& edit) {
   return dir;
 }
 
+// The same small data as idx/, npy/, contiguous.h5 and chunked.h5 in `tmp`.
+void write_four_layouts(const TempDir& tmp, const SmallData& data) {
+  data.write_idx_dir(tmp / "idx");
+  data.write_npy_dir(tmp / "npy");
+  write_h5(tmp / "contiguous.h5", data.h5_arrays(false));
+  write_h5(tmp / "chunked.h5", data.h5_arrays(true));
+}
+
 std::filesystem::path float_npy_dir(const TempDir& tmp) {
   return float_npy_dir(tmp, [](const std::string&, Bytes&) {});
 }
@@ -85,10 +95,7 @@ TEST_CASE("the same data as IDX, .npy and HDF5 give bitwise the same samples and
           "[data][user]") {
   TempDir tmp;
   const SmallData data;
-  data.write_idx_dir(tmp / "idx");
-  data.write_npy_dir(tmp / "npy");
-  write_h5(tmp / "contiguous.h5", data.h5_arrays(false));
-  write_h5(tmp / "chunked.h5", data.h5_arrays(true));
+  write_four_layouts(tmp, data);
 
   const DataSplits idx = load_data(tmp / "idx");
   CHECK(idx.info.layout == DataLayout::kIdx);
@@ -348,4 +355,55 @@ TEST_CASE("HDF5 files that are truncated, not HDF5, or link elsewhere are refuse
   H5Fclose(h5);
   CHECK_THAT(data_error_message([&] { load_data(file); }),
              Contains(file.string() + " /test/y") && Contains("soft or external link"));
+}
+
+TEST_CASE("the data's digest: XXH3 of each array's stored bytes, from any layout; a changed value "
+          "changes it",
+          "[data][user]") {
+  TempDir tmp;
+  const SmallData data;
+  write_four_layouts(tmp, data);
+  const DataSplits idx = load_data(tmp / "idx");
+  const DataSplits npy = load_data(tmp / "npy");
+  const DataSplits contiguous = load_data(tmp / "contiguous.h5");
+  const DataSplits chunked = load_data(tmp / "chunked.h5");
+  // Oracle: XXH3-64 of the bytes as written, at once.
+  const auto xxh3 = [](const Bytes& b) { return XXH3_64bits(b.data(), b.size()); };
+  for (const DataSplits* d : {&idx, &npy, &contiguous, &chunked}) {
+    REQUIRE(d->info.arrays.size() == 4);
+    CHECK(d->info.arrays[0].xxh3 == xxh3(data.x(true)));  // uint8 pixels in every layout
+    CHECK(d->info.arrays[2].xxh3 == xxh3(data.x(false)));
+    CHECK(d->info.digest.size() == 16);
+  }
+  CHECK(idx.info.arrays[1].xxh3 == xxh3(data.y(true)));  // IDX labels: uint8
+  CHECK(npy.info.arrays[3].xxh3 == xxh3(le_bytes(data.y64(false))));
+  // The same arrays (dtype, shape, bytes) in another file or storage: the same digest.
+  CHECK(contiguous.info.digest == chunked.info.digest);
+  // Labels stored as another dtype are other data.
+  CHECK(npy.info.digest != contiguous.info.digest);
+  CHECK(load_data(tmp / "npy", {.digest = false}).info.digest.empty());
+
+  // float32 x over many scan blocks (not a whole number of them) digests as at once, and one
+  // changed value changes its array's xxh3 and the digest, not the others' xxh3.
+  const std::size_t n = 9001, f = 5;  // 180020 bytes of x
+  const auto write_float_dir = [&](const std::filesystem::path& dir, float last) {
+    std::filesystem::create_directories(dir);
+    std::vector<float> x = features(n, f);
+    x.back() = last;
+    const std::vector<std::int32_t> y(n, 1);
+    for (const char* split : {"train", "test"}) {
+      write_plain(dir / (std::string(split) + "_x.npy"),
+                  npy_bytes("<f4", {n, f}, le_bytes(std::string(split) == "test" ? x : features(n, f))));
+      write_plain(dir / (std::string(split) + "_y.npy"), npy_bytes("<i4", {n}, le_bytes(y)));
+    }
+    return le_bytes(x);
+  };
+  const Bytes test_x = write_float_dir(tmp / "a", 0.5f);
+  write_float_dir(tmp / "b", 0.25f);
+  const DataSplits a = load_data(tmp / "a"), b = load_data(tmp / "b");
+  CHECK(a.info.arrays[2].xxh3 == xxh3(test_x));
+  CHECK(a.info.arrays[0].xxh3 == xxh3(le_bytes(features(n, f))));
+  CHECK(a.info.arrays[2].xxh3 != b.info.arrays[2].xxh3);
+  for (std::size_t i : {0, 1, 3}) CHECK(a.info.arrays[i].xxh3 == b.info.arrays[i].xxh3);
+  CHECK(a.info.digest != b.info.digest);
 }

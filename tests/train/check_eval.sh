@@ -13,10 +13,8 @@
 # Skips (77) without numpy or h5py for Debian's python3.
 set -u
 ringtrain=$1 mpiexec=$2 n=$3
-python=/usr/bin/python3
-"$python" -c "import numpy, h5py" 2>/dev/null || { echo "skipped: no numpy/h5py"; exit 77; }
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
+# shellcheck source=numpy_workdir.sh
+source "$(dirname "$0")/numpy_workdir.sh"
 fail() { echo "FAIL: $*"; for f in out.txt err.txt; do [[ -f $f ]] && { echo "--- $f"; cat $f; }; done; exit 1; }
 
 "$python" - <<'PY' || fail "writing the datasets"

@@ -93,7 +93,8 @@ Watchdog::Action record_then(Watchdog::Action act, int rank, std::filesystem::pa
 
 // The configuration a checkpoint carries: the run's options, and what `ringtrain eval` needs to
 // rebuild the model from the file alone: its spec as built (canonical TOML), the data's
-// sample shape and classes. Files written before these keys existed still load (they are
+// sample shape and classes; and the data's digest and path, which a resume compares with its
+// own (Checkpointer::resume). Files written before these keys existed still load (they are
 // read only when present).
 nlohmann::json checkpoint_config(const TrainConfig& config, const RunFacts& facts,
                                  const Sequential& model) {
@@ -101,6 +102,8 @@ nlohmann::json checkpoint_config(const TrainConfig& config, const RunFacts& fact
   if (!model.spec().empty()) json["model_spec"] = model.spec();
   json["sample_shape"] = facts.data.sample_shape;
   json["classes"] = facts.data.num_classes;
+  json["data_digest"] = facts.data.digest;
+  json["data_path"] = facts.data.path;
   return json;
 }
 

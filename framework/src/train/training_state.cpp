@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -151,6 +152,23 @@ void check_compatible(const checkpoint::StateTree& tree, const TrainingState& s)
           "the checkpoint was written with {} {}, this run has {} {}: resume with the same {} "
           "(the sample order and all randomness depend on it)",
           f.what, f.in_file, f.what, f.here, f.flag));
+}
+
+void check_same_data(const std::string& stored_config_json, const std::string& run_config_json) {
+  const auto stored = nlohmann::json::parse(stored_config_json, nullptr, false);
+  const auto run = nlohmann::json::parse(run_config_json, nullptr, false);
+  const auto text = [](const nlohmann::json& json, const char* key) {
+    return json.is_object() && json.contains(key) && json[key].is_string()
+               ? json[key].get<std::string>()
+               : std::string();
+  };
+  const std::string was = text(stored, "data_digest"), is = text(run, "data_digest");
+  if (was.empty() || is.empty() || was == is) return;
+  throw UsageError(fmt::format(
+      "the checkpoint was written training on data with digest {} ({}), but this run's data "
+      "has digest {} ({}): resume with the data the run trained on (the sample order, the "
+      "position in the epoch and the weights all refer to it)",
+      was, text(stored, "data_path"), is, text(run, "data_path")));
 }
 
 void restore(const checkpoint::StateTree& tree, const TrainingState& s) {

@@ -37,6 +37,7 @@ struct ArrayFacts {
   DType dtype = DType::kUint8;
   std::vector<std::uint64_t> shape;
   bool mapped = false;  // samples read where they lie in the file (labels are always copied)
+  std::uint64_t xxh3 = 0;  // XXH3-64 of the stored bytes (dataset.hpp: Dataset::x_xxh3)
 };
 
 struct DataInfo {
@@ -45,6 +46,10 @@ struct DataInfo {
   Shape sample_shape;
   std::size_t num_classes = 0;
   std::vector<ArrayFacts> arrays;  // train/x, train/y, test/x, test/y
+  // The data's digest: XXH3-64 (16 hex digits) over each array's name, dtype, shape and
+  // xxh3. The same values give the same digest whatever the layout or path that holds them;
+  // "" when loaded without digests.
+  std::string digest;
 };
 
 struct DataSplits {
@@ -54,7 +59,13 @@ struct DataSplits {
 
 struct LoadOptions {
   bool map = true;  // false: copy mapped samples into memory too (tests compare the two)
+  // false: no digests (bench_data_load measures what they cost). They are computed in the
+  // pass that checks x's values, block by block, so each byte is read from memory once.
+  bool digest = true;
 };
+
+// The digest of DataInfo::digest over `arrays`.
+std::string data_digest(const std::vector<ArrayFacts>& arrays);
 
 // Loads both splits of `path` (empty: the Debian package's Fashion-MNIST folder).
 // Throws DataError naming the file (and dataset) for: a missing path or file, x and y

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ringtrain/checkpoint/state_tree.hpp"
 #include "ringtrain/collectives/communicator.hpp"
@@ -89,6 +90,12 @@ void expect_model(checkpoint::Expected& expected, const Sequential& model);
 // Overwrites the model's parameters and buffers (BatchNorm statistics) from a tree read
 // against a schema that holds expect_model's entries.
 void restore_model(const checkpoint::StateTree& tree, Sequential& model);
+
+// Throws UsageError unless the run that wrote a checkpoint trained on the same data: the
+// "data_digest" of its configuration (`stored_config_json`, the file's header) equals this
+// run's (`run_config_json`). Either without a digest (a file written before digests were
+// stored): no check. The message names both digests and paths.
+void check_same_data(const std::string& stored_config_json, const std::string& run_config_json);
 
 // Overwrites the state from a tree that was read against the schema of capture(state)
 // (checkpoint::Expected::of), so every entry exists with the right shape. A sharded optimizer
