@@ -357,7 +357,7 @@ TEST_CASE("HDF5 files that are truncated, not HDF5, or link elsewhere are refuse
              Contains(file.string() + " /test/y") && Contains("soft or external link"));
 }
 
-TEST_CASE("the data's digest: XXH3 of each array's stored bytes, from any layout; a changed value "
+TEST_CASE("the data's digest: XXH3 of each array's stored bytes, from any layout, and a changed value "
           "changes it",
           "[data][user]") {
   TempDir tmp;
@@ -406,4 +406,26 @@ TEST_CASE("the data's digest: XXH3 of each array's stored bytes, from any layout
   CHECK(a.info.arrays[2].xxh3 != b.info.arrays[2].xxh3);
   for (std::size_t i : {0, 1, 3}) CHECK(a.info.arrays[i].xxh3 == b.info.arrays[i].xxh3);
   CHECK(a.info.digest != b.info.digest);
+}
+
+TEST_CASE("a memory limit: mapped samples do not count, data read into memory over it are refused",
+          "[data][user]") {
+  TempDir tmp;
+  const SmallData data;
+  write_four_layouts(tmp, data);
+  // In memory: (13 + 7) samples x 784 floats x 4 + 20 labels x 4 = 62800 bytes; each stored
+  // uint8 dataset (at most 13 x 784 = 10192 bytes) is below the limit, the floats are not.
+  const ringtrain::data::LoadOptions limited{.memory_limit_bytes = 20000};
+  const DataSplits contiguous = load_data(tmp / "contiguous.h5", limited);
+  CHECK(contiguous.train.mapped.file != nullptr);
+  CHECK(contiguous.test.mapped.file != nullptr);
+  require_same(contiguous, load_data(tmp / "chunked.h5"));
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "chunked.h5", limited); }),
+             Contains("chunked.h5: the data would hold 62800 bytes in memory") &&
+                 Contains("more than --data-memory-limit 20000 bytes"));
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "idx", limited); }),
+             Contains("62800 bytes") && Contains("IDX files are compressed"));
+  // A chunked dataset larger than the limit is refused before it is read.
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "chunked.h5", {.memory_limit_bytes = 5000}); }),
+             Contains("chunked.h5 /train/x") && Contains("--data-memory-limit 5000 bytes"));
 }

@@ -154,15 +154,43 @@ Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
   return images;
 }
 
-ArrayFacts facts_of(const char* name, const StoredArray& a, std::uint64_t xxh3) {
-  return {name, a.where, a.dtype, a.shape, a.mapped(), xxh3};
+ArrayFacts facts_of(const char* name, const StoredArray& a) {
+  return {name, a.where, a.dtype, a.shape, a.mapped(), 0};
+}
+
+// Refuses data that would hold more than the limit in memory: samples not mapped, as floats,
+// and all labels, as int32 (4 bytes an item either way). Mapped samples do not count.
+void check_memory_limit(const DataInfo& info, const LoadOptions& options) {
+  const bool flag = options.memory_limit_bytes > 0;
+  const std::uint64_t limit = flag ? options.memory_limit_bytes : memory_bytes();
+  std::uint64_t total = 0;
+  std::string parts;
+  for (const ArrayFacts& a : info.arrays) {
+    if (a.mapped) continue;
+    // each below 2^61 (or it throws): the sum of four stays below 2^64
+    const std::uint64_t bytes =
+        checked_stored_bytes(a.shape, 4, UINT64_MAX / 8, a.where, "2^61 bytes");
+    total += bytes;
+    parts += fmt::format("{}{} {} bytes", parts.empty() ? "" : ", ", a.name, bytes);
+  }
+  if (total <= limit) return;
+  fail(info.path,
+       fmt::format("the data would hold {} bytes in memory ({}), more than {} {} bytes; {}", total,
+                   parts, flag ? "--data-memory-limit" : "this machine's memory of", limit,
+                   info.layout == DataLayout::kIdx
+                       ? "IDX files are compressed and read into memory: store the data as HDF5 "
+                         "or .npy to map it"
+                       : "samples are mapped only from contiguous, unfiltered HDF5 datasets and "
+                         ".npy files: store x that way"));
 }
 
 // The four arrays (train x, y, test x, y) of an HDF5 file or a .npy folder.
 std::vector<StoredArray> read_arrays(const fs::path& path, DataLayout layout,
+                                     const LoadOptions& options,
                                      std::optional<std::int64_t>* classes) {
   if (layout == DataLayout::kHdf5) {
-    Hdf5Arrays h5 = read_hdf5_arrays(path, {"/train/x", "/train/y", "/test/x", "/test/y"});
+    Hdf5Arrays h5 = read_hdf5_arrays(path, {"/train/x", "/train/y", "/test/x", "/test/y"},
+                                     options.memory_limit_bytes);
     *classes = h5.classes;
     return std::move(h5.arrays);
   }
@@ -197,7 +225,7 @@ std::size_t class_count(const StoredArray& train_y, const StoredArray& test_y,
 
 DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOptions& options) {
   std::optional<std::int64_t> declared;
-  const std::vector<StoredArray> a = read_arrays(path, layout, &declared);
+  const std::vector<StoredArray> a = read_arrays(path, layout, options, &declared);
   check_x(a[0]);
   check_x(a[2]);
   check_y(a[1], a[0]);
@@ -210,14 +238,18 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   splits.info.path = path.string();
   splits.info.layout = layout;
   splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
+  // Samples stay mapped; labels are always converted into memory.
+  for (std::size_t i = 0; i < 4; ++i) {
+    splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i]));
+    splits.info.arrays.back().mapped = a[i].mapped() && options.map && i % 2 == 0;
+  }
+  check_memory_limit(splits.info, options);
   splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
   splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
   splits.info.sample_shape = splits.train.sample_shape;
-  // Samples stay mapped; labels are always converted into memory.
   for (std::size_t i = 0; i < 4; ++i) {
     const Dataset& d = i < 2 ? splits.train : splits.test;
-    splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i], i % 2 ? d.y_xxh3 : d.x_xxh3));
-    splits.info.arrays.back().mapped = a[i].mapped() && options.map && i % 2 == 0;
+    splits.info.arrays[i].xxh3 = i % 2 ? d.y_xxh3 : d.x_xxh3;
   }
   if (options.digest) splits.info.digest = data_digest(splits.info.arrays);
   return splits;
@@ -238,6 +270,8 @@ DataSplits load_idx(const fs::path& dir, const LoadOptions& options) {
     splits.info.arrays.push_back({kArrayNames[i], dir.string(), DType::kUint8, shape, false,
                                   i % 2 ? d.y_xxh3 : d.x_xxh3});
   }
+  // The IDX reader has decompressed both splits by now: this limits what the run keeps.
+  check_memory_limit(splits.info, options);
   if (options.digest) splits.info.digest = data_digest(splits.info.arrays);
   return splits;
 }

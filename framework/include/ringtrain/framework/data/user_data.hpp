@@ -62,6 +62,12 @@ struct LoadOptions {
   // false: no digests (bench_data_load measures what they cost). They are computed in the
   // pass that checks x's values, block by block, so each byte is read from memory once.
   bool digest = true;
+  // Bytes the data may hold in memory: samples that are not mapped (as floats) and every
+  // split's labels (int32); mapped samples live in the page cache and do not count. A
+  // chunked or compressed dataset is read into memory, so one larger than this is refused
+  // before it is read (read_hdf5_arrays), and data over it are refused. 0: this machine's
+  // memory (memory_bytes()).
+  std::uint64_t memory_limit_bytes = 0;
 };
 
 // The digest of DataInfo::digest over `arrays`.
@@ -72,7 +78,8 @@ std::string data_digest(const std::vector<ArrayFacts>& arrays);
 // lengths that differ, a label < 0 or >= classes, more than kMaxClasses classes, NaN or Inf
 // in x, an unsupported dtype (float targets included: regression is not supported yet), a
 // big-endian array, a truncated file or a dataset whose stored size exceeds the file, Fortran
-// order, wrong ranks, train and test samples of different shapes.
+// order, wrong ranks, train and test samples of different shapes, data that would hold more
+// than options.memory_limit_bytes in memory (naming the limit and what does not fit).
 DataSplits load_data(const std::filesystem::path& path, const LoadOptions& options = {});
 
 // Turns a split's stored x and y into a Dataset of `classes` classes (labels checked).
