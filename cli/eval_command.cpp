@@ -44,8 +44,9 @@ struct EvalArgs {
   std::string checkpoint, data, predictions, key_file;
 };
 
-// Runs `work` on every rank; if it threw anywhere, every rank throws `Failure` (rank 0's
-// message where it has one), so no rank waits in a collective for one that gave up.
+// Runs `work` on every rank; if it threw anywhere, every rank throws `Failure`, rank 0 (the one
+// that prints) with the message of the lowest rank that failed, so no rank waits in a
+// collective for one that gave up and the reason is never lost.
 template <typename Failure, typename Work>
 void agreed(const collectives::Communicator& comm, Work&& work) {
   std::string message;
@@ -54,12 +55,17 @@ void agreed(const collectives::Communicator& comm, Work&& work) {
   } catch (const std::exception& e) {
     message = e.what();
   }
-  double failed[2] = {message.empty() ? 0.0 : 1.0,
-                      comm.rank() == 0 && !message.empty() ? 1.0 : 0.0};
+  double failed[1] = {message.empty() ? 0.0 : 1.0};
   if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(failed));
   if (failed[0] == 0.0) return;
-  if (!message.empty() && (comm.rank() == 0 || failed[1] == 0.0)) throw Failure(message);
-  throw Failure("eval failed on another rank (see its message)");
+  if (comm.size() > 1) {
+    for (const std::string& text : collectives::gather_text(comm, message))
+      if (!text.empty()) {
+        if (comm.rank() == 0) message = text;
+        break;
+      }
+  }
+  throw Failure(message.empty() ? "eval failed on another rank" : message);
 }
 
 // What the checkpoint's header says about the run that wrote it.
