@@ -357,9 +357,10 @@ TEST_CASE("HDF5 files that are truncated, not HDF5, or link elsewhere are refuse
              Contains(file.string() + " /test/y") && Contains("soft or external link"));
 }
 
-TEST_CASE("the data's digest: XXH3 of each array's stored bytes, from any layout, and a changed value "
-          "changes it",
-          "[data][user]") {
+TEST_CASE(
+    "the data's digest: XXH3 of each array's stored bytes, from any layout, and a changed value "
+    "changes it",
+    "[data][user]") {
   TempDir tmp;
   const SmallData data;
   write_four_layouts(tmp, data);
@@ -392,8 +393,9 @@ TEST_CASE("the data's digest: XXH3 of each array's stored bytes, from any layout
     x.back() = last;
     const std::vector<std::int32_t> y(n, 1);
     for (const char* split : {"train", "test"}) {
-      write_plain(dir / (std::string(split) + "_x.npy"),
-                  npy_bytes("<f4", {n, f}, le_bytes(std::string(split) == "test" ? x : features(n, f))));
+      write_plain(
+          dir / (std::string(split) + "_x.npy"),
+          npy_bytes("<f4", {n, f}, le_bytes(std::string(split) == "test" ? x : features(n, f))));
       write_plain(dir / (std::string(split) + "_y.npy"), npy_bytes("<i4", {n}, le_bytes(y)));
     }
     return le_bytes(x);
@@ -426,6 +428,23 @@ TEST_CASE("a memory limit: mapped samples do not count, data read into memory ov
   CHECK_THAT(data_error_message([&] { load_data(tmp / "idx", limited); }),
              Contains("62800 bytes") && Contains("IDX files are compressed"));
   // A chunked dataset larger than the limit is refused before it is read.
-  CHECK_THAT(data_error_message([&] { load_data(tmp / "chunked.h5", {.memory_limit_bytes = 5000}); }),
-             Contains("chunked.h5 /train/x") && Contains("--data-memory-limit 5000 bytes"));
+  CHECK_THAT(
+      data_error_message([&] { load_data(tmp / "chunked.h5", {.memory_limit_bytes = 5000}); }),
+      Contains("chunked.h5 /train/x") && Contains("--data-memory-limit 5000 bytes"));
+}
+
+TEST_CASE("npy_int64_vector writes a .npy file that the reader takes back", "[data][user]") {
+  for (std::size_t n : {0, 1, 7, 100000}) {
+    std::vector<std::int64_t> values(n);
+    for (std::size_t i = 0; i < n; ++i) values[i] = std::int64_t(i * 2654435761u) - std::int64_t(n);
+    const std::string text = ringtrain::data::npy_int64_vector(values);
+    const Bytes bytes(text.begin(), text.end());
+    const auto header = ringtrain::data::parse_npy_header(bytes, "p.npy");
+    CHECK(header.dtype == ringtrain::data::DType::kInt64);
+    CHECK(header.shape == std::vector<std::uint64_t>{n});
+    CHECK(header.data_offset % 64 == 0);  // NumPy's alignment
+    REQUIRE(bytes.size() == header.data_offset + 8 * n);
+    CHECK(Bytes(bytes.begin() + std::ptrdiff_t(header.data_offset), bytes.end()) ==
+          le_bytes(values));
+  }
 }
