@@ -127,7 +127,7 @@ std::uint64_t scan_x(const StoredArray& x, bool digest) {
   const bool floats = x.dtype == DType::kFloat32;
   if (!floats && !digest) return 0;
   const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
-                                                                            XXH3_freeState);
+                                                                              XXH3_freeState);
   if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) throw Error("XXH3: out of memory");
   const std::span<const std::uint8_t> bytes = x.bytes();
   for (std::size_t begin = 0; begin < bytes.size(); begin += kScanBlockBytes) {
@@ -267,8 +267,8 @@ DataSplits load_idx(const fs::path& dir, const LoadOptions& options) {
     const Dataset& d = i < 2 ? splits.train : splits.test;
     std::vector<std::uint64_t> shape = {d.size()};
     if (i % 2 == 0) shape.insert(shape.end(), d.sample_shape.begin(), d.sample_shape.end());
-    splits.info.arrays.push_back({kArrayNames[i], dir.string(), DType::kUint8, shape, false,
-                                  i % 2 ? d.y_xxh3 : d.x_xxh3});
+    splits.info.arrays.push_back(
+        {kArrayNames[i], dir.string(), DType::kUint8, shape, false, i % 2 ? d.y_xxh3 : d.x_xxh3});
   }
   // The IDX reader has decompressed both splits by now: this limits what the run keeps.
   check_memory_limit(splits.info, options);
@@ -323,8 +323,8 @@ DataSplits load_data(const fs::path& path, const LoadOptions& options) {
 std::string data_digest(const std::vector<ArrayFacts>& arrays) {
   std::string text;  // "train/x float32 (301, 6) 0123456789abcdef\n" per array
   for (const ArrayFacts& a : arrays)
-    text += fmt::format("{} {} {} {:016x}\n", a.name, to_string(a.dtype), shape_text(a.shape),
-                        a.xxh3);
+    text +=
+        fmt::format("{} {} {} {:016x}\n", a.name, to_string(a.dtype), shape_text(a.shape), a.xxh3);
   return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
 }
 

@@ -573,10 +573,9 @@ TrainResults Trainer::run() {
   // A resume reads its checkpoint in a reader child: started now, it is ready by then.
   if (!config_.resume.empty()) checkpoint::prepare_contained_reader();
   // A defect of the user's data is bad input: every rank agrees, exit 2, nothing written.
-  data::DataSplits data =
-      load_agreed<UsageError>(comm_, [&] {
-        return data::load_data(config_.data_dir, {.memory_limit_bytes = config_.data_memory_limit});
-      });
+  data::DataSplits data = load_agreed<UsageError>(comm_, [&] {
+    return data::load_data(config_.data_dir, {.memory_limit_bytes = config_.data_memory_limit});
+  });
   if (make_model_) {
     model_ = make_model_(data.info.sample_shape, data.info.num_classes);
     input_shape_ = data.info.sample_shape;
