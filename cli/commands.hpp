@@ -18,6 +18,9 @@ using Runner = std::function<int()>;
 void add_train(CLI::App& app, Runner& run);
 // `ringtrain inspect FILE [--verify] [--compare OTHER --rtol R]` (inspect_command.cpp)
 void add_inspect(CLI::App& app, Runner& run);
+// `ringtrain eval CHECKPOINT --data PATH [--predictions OUT.npy]` (eval_command.cpp): the
+// checkpoint's model on the test split; collective over the ranks of the job.
+void add_eval(CLI::App& app, Runner& run);
 // `ringtrain model NAME|FILE.toml [--input C,H,W] [--classes K]` (model_command.cpp): the
 // model's layer table; only the leader prints.
 void add_model(CLI::App& app, Runner& run, bool leader);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   ringtrain::cli::Runner run;
   ringtrain::cli::add_train(app, run);
   ringtrain::cli::add_inspect(app, run);
+  ringtrain::cli::add_eval(app, run);
   ringtrain::cli::add_model(app, run, leader);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks that print ratios against a peer");
   bench->require_subcommand(1);

@@ -3,6 +3,8 @@
 // they are; every defect of a user's file is refused with the file (and dataset) named.
 #include "ringtrain/framework/data/user_data.hpp"
 
+#include <xxhash.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -75,6 +77,14 @@ std::filesystem::path float_npy_dir(const TempDir& tmp, Edit&& edit) {
   return dir;
 }
 
+// The same small data as idx/, npy/, contiguous.h5 and chunked.h5 in `tmp`.
+void write_four_layouts(const TempDir& tmp, const SmallData& data) {
+  data.write_idx_dir(tmp / "idx");
+  data.write_npy_dir(tmp / "npy");
+  write_h5(tmp / "contiguous.h5", data.h5_arrays(false));
+  write_h5(tmp / "chunked.h5", data.h5_arrays(true));
+}
+
 std::filesystem::path float_npy_dir(const TempDir& tmp) {
   return float_npy_dir(tmp, [](const std::string&, Bytes&) {});
 }
@@ -85,10 +95,7 @@ TEST_CASE("the same data as IDX, .npy and HDF5 give bitwise the same samples and
           "[data][user]") {
   TempDir tmp;
   const SmallData data;
-  data.write_idx_dir(tmp / "idx");
-  data.write_npy_dir(tmp / "npy");
-  write_h5(tmp / "contiguous.h5", data.h5_arrays(false));
-  write_h5(tmp / "chunked.h5", data.h5_arrays(true));
+  write_four_layouts(tmp, data);
 
   const DataSplits idx = load_data(tmp / "idx");
   CHECK(idx.info.layout == DataLayout::kIdx);
@@ -348,4 +355,96 @@ TEST_CASE("HDF5 files that are truncated, not HDF5, or link elsewhere are refuse
   H5Fclose(h5);
   CHECK_THAT(data_error_message([&] { load_data(file); }),
              Contains(file.string() + " /test/y") && Contains("soft or external link"));
+}
+
+TEST_CASE(
+    "the data's digest: XXH3 of each array's stored bytes, from any layout, and a changed value "
+    "changes it",
+    "[data][user]") {
+  TempDir tmp;
+  const SmallData data;
+  write_four_layouts(tmp, data);
+  const DataSplits idx = load_data(tmp / "idx");
+  const DataSplits npy = load_data(tmp / "npy");
+  const DataSplits contiguous = load_data(tmp / "contiguous.h5");
+  const DataSplits chunked = load_data(tmp / "chunked.h5");
+  // Oracle: XXH3-64 of the bytes as written, at once.
+  const auto xxh3 = [](const Bytes& b) { return XXH3_64bits(b.data(), b.size()); };
+  for (const DataSplits* d : {&idx, &npy, &contiguous, &chunked}) {
+    REQUIRE(d->info.arrays.size() == 4);
+    CHECK(d->info.arrays[0].xxh3 == xxh3(data.x(true)));  // uint8 pixels in every layout
+    CHECK(d->info.arrays[2].xxh3 == xxh3(data.x(false)));
+    CHECK(d->info.digest.size() == 16);
+  }
+  CHECK(idx.info.arrays[1].xxh3 == xxh3(data.y(true)));  // IDX labels: uint8
+  CHECK(npy.info.arrays[3].xxh3 == xxh3(le_bytes(data.y64(false))));
+  // The same arrays (dtype, shape, bytes) in another file or storage: the same digest.
+  CHECK(contiguous.info.digest == chunked.info.digest);
+  // Labels stored as another dtype are other data.
+  CHECK(npy.info.digest != contiguous.info.digest);
+  CHECK(load_data(tmp / "npy", {.digest = false}).info.digest.empty());
+
+  // float32 x over many scan blocks (not a whole number of them) digests as at once, and one
+  // changed value changes its array's xxh3 and the digest, not the others' xxh3.
+  const std::size_t n = 9001, f = 5;  // 180020 bytes of x
+  const auto write_float_dir = [&](const std::filesystem::path& dir, float last) {
+    std::filesystem::create_directories(dir);
+    std::vector<float> x = features(n, f);
+    x.back() = last;
+    const std::vector<std::int32_t> y(n, 1);
+    for (const char* split : {"train", "test"}) {
+      write_plain(
+          dir / (std::string(split) + "_x.npy"),
+          npy_bytes("<f4", {n, f}, le_bytes(std::string(split) == "test" ? x : features(n, f))));
+      write_plain(dir / (std::string(split) + "_y.npy"), npy_bytes("<i4", {n}, le_bytes(y)));
+    }
+    return le_bytes(x);
+  };
+  const Bytes test_x = write_float_dir(tmp / "a", 0.5f);
+  write_float_dir(tmp / "b", 0.25f);
+  const DataSplits a = load_data(tmp / "a"), b = load_data(tmp / "b");
+  CHECK(a.info.arrays[2].xxh3 == xxh3(test_x));
+  CHECK(a.info.arrays[0].xxh3 == xxh3(le_bytes(features(n, f))));
+  CHECK(a.info.arrays[2].xxh3 != b.info.arrays[2].xxh3);
+  for (std::size_t i : {0, 1, 3}) CHECK(a.info.arrays[i].xxh3 == b.info.arrays[i].xxh3);
+  CHECK(a.info.digest != b.info.digest);
+}
+
+TEST_CASE("a memory limit: mapped samples do not count, data read into memory over it are refused",
+          "[data][user]") {
+  TempDir tmp;
+  const SmallData data;
+  write_four_layouts(tmp, data);
+  // In memory: (13 + 7) samples x 784 floats x 4 + 20 labels x 4 = 62800 bytes; each stored
+  // uint8 dataset (at most 13 x 784 = 10192 bytes) is below the limit, the floats are not.
+  const ringtrain::data::LoadOptions limited{.memory_limit_bytes = 20000};
+  const DataSplits contiguous = load_data(tmp / "contiguous.h5", limited);
+  CHECK(contiguous.train.mapped.file != nullptr);
+  CHECK(contiguous.test.mapped.file != nullptr);
+  require_same(contiguous, load_data(tmp / "chunked.h5"));
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "chunked.h5", limited); }),
+             Contains("chunked.h5: the data would hold 62800 bytes in memory") &&
+                 Contains("more than --data-memory-limit 20000 bytes"));
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "idx", limited); }),
+             Contains("62800 bytes") && Contains("IDX files are compressed"));
+  // A chunked dataset larger than the limit is refused before it is read.
+  CHECK_THAT(
+      data_error_message([&] { load_data(tmp / "chunked.h5", {.memory_limit_bytes = 5000}); }),
+      Contains("chunked.h5 /train/x") && Contains("--data-memory-limit 5000 bytes"));
+}
+
+TEST_CASE("npy_int64_vector writes a .npy file that the reader takes back", "[data][user]") {
+  for (std::size_t n : {0, 1, 7, 100000}) {
+    std::vector<std::int64_t> values(n);
+    for (std::size_t i = 0; i < n; ++i) values[i] = std::int64_t(i * 2654435761u) - std::int64_t(n);
+    const std::string text = ringtrain::data::npy_int64_vector(values);
+    const Bytes bytes(text.begin(), text.end());
+    const auto header = ringtrain::data::parse_npy_header(bytes, "p.npy");
+    CHECK(header.dtype == ringtrain::data::DType::kInt64);
+    CHECK(header.shape == std::vector<std::uint64_t>{n});
+    CHECK(header.data_offset % 64 == 0);  // NumPy's alignment
+    REQUIRE(bytes.size() == header.data_offset + 8 * n);
+    CHECK(Bytes(bytes.begin() + std::ptrdiff_t(header.data_offset), bytes.end()) ==
+          le_bytes(values));
+  }
 }

@@ -5,6 +5,7 @@
 #include "ringtrain/framework/data/dataset.hpp"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -91,7 +92,7 @@ fs::path default_data_dir() {
 }
 
 Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_file,
-                         const IdxSpec& spec) {
+                         const IdxSpec& spec, bool digest) {
   const IdxImages images = read_idx_images(images_file, spec.rows, spec.cols);
   const std::vector<std::uint8_t> labels = read_idx_labels(labels_file, spec.num_classes);
   if (images.count != labels.size())
@@ -106,10 +107,14 @@ Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_fil
   dataset.labels.assign(labels.begin(), labels.end());
   dataset.sample_shape = {1, images.rows, images.cols};
   dataset.num_classes = spec.num_classes;
+  if (digest) {
+    dataset.x_xxh3 = XXH3_64bits(images.pixels.data(), images.pixels.size());
+    dataset.y_xxh3 = XXH3_64bits(labels.data(), labels.size());
+  }
   return dataset;
 }
 
-Dataset load_fashion_mnist(const fs::path& dir, Split split) {
+Dataset load_fashion_mnist(const fs::path& dir, Split split, bool digest) {
   std::error_code ec;
   if (!fs::exists(dir, ec))
     throw DataError(fmt::format(
@@ -124,7 +129,7 @@ Dataset load_fashion_mnist(const fs::path& dir, Split split) {
   const SplitFiles names = split_files(split);
   const fs::path images_file = find_file(dir, names.images, split);
   const fs::path labels_file = find_file(dir, names.labels, split);
-  return load_idx_dataset(images_file, labels_file, IdxSpec{});
+  return load_idx_dataset(images_file, labels_file, IdxSpec{}, digest);
 }
 
 void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,

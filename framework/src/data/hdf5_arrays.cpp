@@ -147,7 +147,8 @@ std::optional<std::uint64_t> mappable_offset(hid_t file, hid_t dataset, const st
 }
 
 StoredArray read_one(hid_t file, const std::shared_ptr<const MappedFile>& mapping,
-                     const fs::path& path, const std::string& name) {
+                     const fs::path& path, const std::string& name,
+                     std::uint64_t memory_limit_bytes) {
   StoredArray array;
   array.where = fmt::format("{} {}", path.string(), name);
   require_hard_links(file, name, array.where);
@@ -174,9 +175,14 @@ StoredArray read_one(hid_t file, const std::shared_ptr<const MappedFile>& mappin
     array.offset = static_cast<std::size_t>(*offset);
     return array;
   }
-  const std::uint64_t need =
-      checked_stored_bytes(array.shape, item_bytes(array.dtype), memory_bytes(), array.where,
-                           "this machine's memory (it is read, not mapped)");
+  const std::uint64_t need = checked_stored_bytes(
+      array.shape, item_bytes(array.dtype),
+      memory_limit_bytes > 0 ? memory_limit_bytes : memory_bytes(), array.where,
+      memory_limit_bytes > 0
+          ? fmt::format("--data-memory-limit {} bytes (a chunked or compressed dataset is read "
+                        "into memory, not mapped: store it contiguous and unfiltered to map it)",
+                        memory_limit_bytes)
+          : std::string("this machine's memory (it is read, not mapped)"));
   array.memory.resize(static_cast<std::size_t>(need));
   if (H5Dread(dataset.get(), native_type(array.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT,
               array.memory.data()) < 0)
@@ -210,7 +216,8 @@ bool is_hdf5_file(const fs::path& file) {
   return in.gcount() == 8 && head == kSignature;
 }
 
-Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>& names) {
+Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>& names,
+                            std::uint64_t memory_limit_bytes) {
   auto mapping = std::make_shared<const MappedFile>(file);
   if (!is_hdf5_file(file))
     fail(file.string(),
@@ -221,7 +228,7 @@ Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>
   if (!h5.ok()) fail(file.string(), "HDF5 cannot open it (damaged or truncated)");
   Hdf5Arrays result;
   for (const std::string& name : names)
-    result.arrays.push_back(read_one(h5.get(), mapping, file, name));
+    result.arrays.push_back(read_one(h5.get(), mapping, file, name, memory_limit_bytes));
   result.classes = read_classes(h5.get(), file);
   return result;
 }

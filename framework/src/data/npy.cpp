@@ -217,4 +217,23 @@ StoredArray read_npy(const fs::path& file) {
   return array;
 }
 
+std::string npy_int64_vector(std::span<const std::int64_t> values) {
+  std::string dict =
+      fmt::format("{{'descr': '<i8', 'fortran_order': False, 'shape': ({},), }}", values.size());
+  // magic (6) + version (2) + length (2) + dict + '\n', a multiple of 64 bytes
+  dict.append((64 - (10 + dict.size() + 1) % 64) % 64, ' ');
+  dict += '\n';
+  std::string bytes(reinterpret_cast<const char*>(kMagic), sizeof kMagic);
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(dict.size() & 0xff);
+  bytes += static_cast<char>(dict.size() >> 8);
+  bytes += dict;
+  for (std::int64_t v : values) {  // little-endian, whatever the host
+    for (int b = 0; b < 8; ++b)
+      bytes += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff);
+  }
+  return bytes;
+}
+
 }  // namespace ringtrain::data

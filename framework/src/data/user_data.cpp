@@ -6,10 +6,12 @@
 #include "ringtrain/framework/data/user_data.hpp"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <system_error>
 
@@ -100,18 +102,40 @@ std::int64_t max_label(const StoredArray& y) {
   return most;
 }
 
-// float32 x must hold finite values only: one NaN would poison every parameter.
-void check_finite(const StoredArray& x) {
-  if (x.dtype != DType::kFloat32) return;
-  const std::span<const std::uint8_t> bytes = x.bytes();
+// Bytes of x checked and digested at a time: small enough to stay in cache between the two.
+constexpr std::size_t kScanBlockBytes = std::size_t{1} << 16;
+
+// float32 x must hold finite values only: one NaN would poison every parameter. `block`
+// holds x's floats from index `first` on.
+void check_finite(const StoredArray& x, std::span<const std::uint8_t> block, std::size_t first) {
   const std::size_t per_sample = static_cast<std::size_t>(x.items() / x.shape[0]);
-  for (std::size_t i = 0; i < bytes.size() / sizeof(float); ++i) {
+  for (std::size_t k = 0; k < block.size() / sizeof(float); ++k) {
     float v;
-    std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof v);
-    if (!std::isfinite(v))
+    std::memcpy(&v, block.data() + k * sizeof(float), sizeof v);
+    if (!std::isfinite(v)) {
+      const std::size_t i = first + k;
       fail(x.where, fmt::format("{} at sample {}, element {}: x must be finite", v, i / per_sample,
                                 i % per_sample));
+    }
   }
+}
+
+// One pass over x's stored bytes, block by block: float32 values are checked (check_finite)
+// and, with `digest`, the same block goes through XXH3 while it is in cache. Returns the
+// XXH3-64 of all the bytes (as XXH3_64bits of them at once), or 0 without `digest`.
+std::uint64_t scan_x(const StoredArray& x, bool digest) {
+  const bool floats = x.dtype == DType::kFloat32;
+  if (!floats && !digest) return 0;
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
+                                                                              XXH3_freeState);
+  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) throw Error("XXH3: out of memory");
+  const std::span<const std::uint8_t> bytes = x.bytes();
+  for (std::size_t begin = 0; begin < bytes.size(); begin += kScanBlockBytes) {
+    const auto block = bytes.subspan(begin, std::min(kScanBlockBytes, bytes.size() - begin));
+    if (floats) check_finite(x, block, begin / sizeof(float));
+    if (digest) XXH3_64bits_update(state.get(), block.data(), block.size());
+  }
+  return digest ? XXH3_64bits_digest(state.get()) : 0;
 }
 
 // Every sample of `x` as floats in memory: uint8 / 255, float32 as is. DataError when the
@@ -131,14 +155,42 @@ Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
 }
 
 ArrayFacts facts_of(const char* name, const StoredArray& a) {
-  return {name, a.where, a.dtype, a.shape, a.mapped()};
+  return {name, a.where, a.dtype, a.shape, a.mapped(), 0};
+}
+
+// Refuses data that would hold more than the limit in memory: samples not mapped, as floats,
+// and all labels, as int32 (4 bytes an item either way). Mapped samples do not count.
+void check_memory_limit(const DataInfo& info, const LoadOptions& options) {
+  const bool flag = options.memory_limit_bytes > 0;
+  const std::uint64_t limit = flag ? options.memory_limit_bytes : memory_bytes();
+  std::uint64_t total = 0;
+  std::string parts;
+  for (const ArrayFacts& a : info.arrays) {
+    if (a.mapped) continue;
+    // each below 2^61 (or it throws): the sum of four stays below 2^64
+    const std::uint64_t bytes =
+        checked_stored_bytes(a.shape, 4, UINT64_MAX / 8, a.where, "2^61 bytes");
+    total += bytes;
+    parts += fmt::format("{}{} {} bytes", parts.empty() ? "" : ", ", a.name, bytes);
+  }
+  if (total <= limit) return;
+  fail(info.path,
+       fmt::format("the data would hold {} bytes in memory ({}), more than {} {} bytes; {}", total,
+                   parts, flag ? "--data-memory-limit" : "this machine's memory of", limit,
+                   info.layout == DataLayout::kIdx
+                       ? "IDX files are compressed and read into memory: store the data as HDF5 "
+                         "or .npy to map it"
+                       : "samples are mapped only from contiguous, unfiltered HDF5 datasets and "
+                         ".npy files: store x that way"));
 }
 
 // The four arrays (train x, y, test x, y) of an HDF5 file or a .npy folder.
 std::vector<StoredArray> read_arrays(const fs::path& path, DataLayout layout,
+                                     const LoadOptions& options,
                                      std::optional<std::int64_t>* classes) {
   if (layout == DataLayout::kHdf5) {
-    Hdf5Arrays h5 = read_hdf5_arrays(path, {"/train/x", "/train/y", "/test/x", "/test/y"});
+    Hdf5Arrays h5 = read_hdf5_arrays(path, {"/train/x", "/train/y", "/test/x", "/test/y"},
+                                     options.memory_limit_bytes);
     *classes = h5.classes;
     return std::move(h5.arrays);
   }
@@ -173,7 +225,7 @@ std::size_t class_count(const StoredArray& train_y, const StoredArray& test_y,
 
 DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOptions& options) {
   std::optional<std::int64_t> declared;
-  const std::vector<StoredArray> a = read_arrays(path, layout, &declared);
+  const std::vector<StoredArray> a = read_arrays(path, layout, options, &declared);
   check_x(a[0]);
   check_x(a[2]);
   check_y(a[1], a[0]);
@@ -186,21 +238,27 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   splits.info.path = path.string();
   splits.info.layout = layout;
   splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
-  splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
-  splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
-  splits.info.sample_shape = splits.train.sample_shape;
   // Samples stay mapped; labels are always converted into memory.
   for (std::size_t i = 0; i < 4; ++i) {
     splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i]));
     splits.info.arrays.back().mapped = a[i].mapped() && options.map && i % 2 == 0;
   }
+  check_memory_limit(splits.info, options);
+  splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
+  splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
+  splits.info.sample_shape = splits.train.sample_shape;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Dataset& d = i < 2 ? splits.train : splits.test;
+    splits.info.arrays[i].xxh3 = i % 2 ? d.y_xxh3 : d.x_xxh3;
+  }
+  if (options.digest) splits.info.digest = data_digest(splits.info.arrays);
   return splits;
 }
 
-DataSplits load_idx(const fs::path& dir) {
+DataSplits load_idx(const fs::path& dir, const LoadOptions& options) {
   DataSplits splits;
-  splits.train = load_fashion_mnist(dir, Split::kTrain);
-  splits.test = load_fashion_mnist(dir, Split::kTest);
+  splits.train = load_fashion_mnist(dir, Split::kTrain, options.digest);
+  splits.test = load_fashion_mnist(dir, Split::kTest, options.digest);
   splits.info.path = dir.string();
   splits.info.layout = DataLayout::kIdx;
   splits.info.sample_shape = splits.train.sample_shape;
@@ -209,8 +267,12 @@ DataSplits load_idx(const fs::path& dir) {
     const Dataset& d = i < 2 ? splits.train : splits.test;
     std::vector<std::uint64_t> shape = {d.size()};
     if (i % 2 == 0) shape.insert(shape.end(), d.sample_shape.begin(), d.sample_shape.end());
-    splits.info.arrays.push_back({kArrayNames[i], dir.string(), DType::kUint8, shape, false});
+    splits.info.arrays.push_back(
+        {kArrayNames[i], dir.string(), DType::kUint8, shape, false, i % 2 ? d.y_xxh3 : d.x_xxh3});
   }
+  // The IDX reader has decompressed both splits by now: this limits what the run keeps.
+  check_memory_limit(splits.info, options);
+  if (options.digest) splits.info.digest = data_digest(splits.info.arrays);
   return splits;
 }
 
@@ -231,8 +293,9 @@ Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t cla
                      const LoadOptions& options) {
   check_x(x);
   check_y(y, x);
-  check_finite(x);
   Dataset dataset;
+  dataset.x_xxh3 = scan_x(x, options.digest);
+  if (options.digest) dataset.y_xxh3 = XXH3_64bits(y.bytes().data(), y.bytes().size());
   dataset.labels = read_labels(y, classes);
   dataset.num_classes = classes;
   dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
@@ -254,7 +317,15 @@ DataSplits load_data(const fs::path& path, const LoadOptions& options) {
          "a folder of IDX files)");
   if (fs::is_directory(where, ec) && fs::exists(where / "train_x.npy", ec))
     return load_user_data(where, DataLayout::kNpy, options);
-  return load_idx(where);
+  return load_idx(where, options);
+}
+
+std::string data_digest(const std::vector<ArrayFacts>& arrays) {
+  std::string text;  // "train/x float32 (301, 6) 0123456789abcdef\n" per array
+  for (const ArrayFacts& a : arrays)
+    text +=
+        fmt::format("{} {} {} {:016x}\n", a.name, to_string(a.dtype), shape_text(a.shape), a.xxh3);
+  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
 }
 
 }  // namespace ringtrain::data

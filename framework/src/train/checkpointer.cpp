@@ -162,6 +162,7 @@ std::optional<std::filesystem::path> Checkpointer::resume(
     if (loaded) {
       try {
         check_compatible(loaded->tree, state);
+        check_same_data(loaded->header.config_json, config_json_);
       } catch (const UsageError& e) {
         throw UsageError(loaded->path.string() + ": " + e.what());
       }

@@ -157,6 +157,10 @@ std::vector<TrainOption> data_and_model_options() {
              "IDX folder (default: the Debian package dataset-fashion-mnist), HDF5 file with "
              "/train/x /train/y /test/x /test/y, or folder of train_x.npy train_y.npy "
              "test_x.npy test_y.npy"),
+      option("data-memory-limit", &TrainConfig::data_memory_limit,
+             "bytes the data may hold in memory (samples as floats, labels); contiguous HDF5 "
+             "and .npy samples are mapped and do not count, other data over it are refused "
+             "(0: this machine's memory)"),
       option("model", &TrainConfig::model,
              "mlp | cnn | cnn-bn | FILE.toml (a [[layers]] list; see `ringtrain model`)"),
       option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",

@@ -55,11 +55,19 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
     std::ofstream out(temp, std::ios::trunc);
     out << text;
     out.flush();
-    if (!out) throw Error("cannot write " + temp.string());
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);  // nothing half-written stays behind
+      throw Error("cannot write " + temp.string());
+    }
   }
   std::error_code ec;
   std::filesystem::rename(temp, path, ec);  // atomic on POSIX: old or new, never torn
-  if (ec) throw Error("cannot rename " + temp.string() + " to " + path.string() + ": " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw Error("cannot rename " + temp.string() + " to " + path.string() + ": " + ec.message());
+  }
 }
 
 }  // namespace ringtrain

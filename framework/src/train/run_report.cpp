@@ -98,8 +98,10 @@ nlohmann::json data_json(const data::DataInfo& d) {
                       {"file", a.where},
                       {"dtype", data::to_string(a.dtype)},
                       {"shape", a.shape},
-                      {"mapped", a.mapped}});
+                      {"mapped", a.mapped},
+                      {"xxh3", fmt::format("{:016x}", a.xxh3)}});
   return {{"path", d.path},
+          {"digest", d.digest},
           {"layout", data::to_string(d.layout)},
           {"sample_shape", d.sample_shape},
           {"classes", d.num_classes},

@@ -91,6 +91,22 @@ Watchdog::Action record_then(Watchdog::Action act, int rank, std::filesystem::pa
   };
 }
 
+// The configuration a checkpoint carries: the run's options, and what `ringtrain eval` needs to
+// rebuild the model from the file alone: its spec as built (canonical TOML), the data's
+// sample shape and classes; and the data's digest and path, which a resume compares with its
+// own (Checkpointer::resume). Files written before these keys existed still load (they are
+// read only when present).
+nlohmann::json checkpoint_config(const TrainConfig& config, const RunFacts& facts,
+                                 const Sequential& model) {
+  nlohmann::json json = config.to_json();
+  if (!model.spec().empty()) json["model_spec"] = model.spec();
+  json["sample_shape"] = facts.data.sample_shape;
+  json["classes"] = facts.data.num_classes;
+  json["data_digest"] = facts.data.digest;
+  json["data_path"] = facts.data.path;
+  return json;
+}
+
 ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
   ReducerOptions o;
   o.cap_bytes = cap_bytes;
@@ -305,7 +321,8 @@ void TrainingRun::resume() {
   state_ = std::make_unique<TrainingState>(TrainingState{
       model_, step_->optimizer(), *sampler_, progress_, config_.seed, &step_->reducer().shard()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
-                                                 config_.to_json().dump(), config_.checkpoint_key);
+                                                 checkpoint_config(config_, facts_, model_).dump(),
+                                                 config_.checkpoint_key);
   if (!config_.resume.empty()) {
     const auto from =
         checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });
@@ -556,8 +573,9 @@ TrainResults Trainer::run() {
   // A resume reads its checkpoint in a reader child: started now, it is ready by then.
   if (!config_.resume.empty()) checkpoint::prepare_contained_reader();
   // A defect of the user's data is bad input: every rank agrees, exit 2, nothing written.
-  data::DataSplits data =
-      load_agreed<UsageError>(comm_, [&] { return data::load_data(config_.data_dir); });
+  data::DataSplits data = load_agreed<UsageError>(comm_, [&] {
+    return data::load_data(config_.data_dir, {.memory_limit_bytes = config_.data_memory_limit});
+  });
   if (make_model_) {
     model_ = make_model_(data.info.sample_shape, data.info.num_classes);
     input_shape_ = data.info.sample_shape;

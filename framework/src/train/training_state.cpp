@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -32,7 +33,22 @@ void get_store(const checkpoint::StateTree& tree, ParameterStore& store) {
   }
 }
 
+void expect_store(checkpoint::Expected& expected, const ParameterStore& store) {
+  for (const ParameterEntry& e : store.entries())
+    expected.add_array(Group::kModel, e.name, dims_of(e.shape));
+}
+
 }  // namespace
+
+void expect_model(checkpoint::Expected& expected, const Sequential& model) {
+  expect_store(expected, model.parameters());
+  expect_store(expected, model.buffers());
+}
+
+void restore_model(const checkpoint::StateTree& tree, Sequential& model) {
+  get_store(tree, model.parameters());
+  get_store(tree, model.buffers());
+}
 
 bool sharded(const TrainingState& s) {
   return s.shard != nullptr && s.shard->sharded();
@@ -138,10 +154,26 @@ void check_compatible(const checkpoint::StateTree& tree, const TrainingState& s)
           f.what, f.in_file, f.what, f.here, f.flag));
 }
 
+void check_same_data(const std::string& stored_config_json, const std::string& run_config_json) {
+  const auto stored = nlohmann::json::parse(stored_config_json, nullptr, false);
+  const auto run = nlohmann::json::parse(run_config_json, nullptr, false);
+  const auto text = [](const nlohmann::json& json, const char* key) {
+    return json.is_object() && json.contains(key) && json[key].is_string()
+               ? json[key].get<std::string>()
+               : std::string();
+  };
+  const std::string was = text(stored, "data_digest"), is = text(run, "data_digest");
+  if (was.empty() || is.empty() || was == is) return;
+  throw UsageError(fmt::format(
+      "the checkpoint was written training on data with digest {} ({}), but this run's data "
+      "has digest {} ({}): resume with the data the run trained on (the sample order, the "
+      "position in the epoch and the weights all refer to it)",
+      was, text(stored, "data_path"), is, text(run, "data_path")));
+}
+
 void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
+  restore_model(tree, s.model);
   ParameterStore& params = s.model.parameters();
-  get_store(tree, params);
-  get_store(tree, s.model.buffers());
   std::vector<float> full(sharded(s) ? params.num_elements() : 0);
   for (const OptimizerStateView& view : s.optimizer.state()) {
     const std::span<float> target = sharded(s) ? std::span<float>(full) : view.values;

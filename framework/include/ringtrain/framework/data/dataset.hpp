@@ -36,6 +36,9 @@ struct Dataset {
   Shape sample_shape;                // e.g. (1, 28, 28) or (features)
   std::size_t num_classes = 0;
   MappedSamples mapped;
+  // XXH3-64 of x's and y's bytes as the file stores them (IDX: the pixel and label bytes
+  // after decompression), computed while loading; 0 when loaded without digests.
+  std::uint64_t x_xxh3 = 0, y_xxh3 = 0;
 
   std::size_t size() const { return labels.size(); }
   // Floats per sample: 1 * rows * cols (784 for Fashion-MNIST).
@@ -60,7 +63,8 @@ std::filesystem::path default_data_dir();
 // Reads an images file and a labels file (see idx.hpp) and converts them to a Dataset.
 // Throws DataError for any defect of either file, and when the two hold different counts.
 Dataset load_idx_dataset(const std::filesystem::path& images_file,
-                         const std::filesystem::path& labels_file, const IdxSpec& spec = {});
+                         const std::filesystem::path& labels_file, const IdxSpec& spec = {},
+                         bool digest = true);
 
 // Loads a split of Fashion-MNIST from `dir`, which holds the package's files
 //   train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz     (Split::kTrain, 60000)
@@ -68,7 +72,7 @@ Dataset load_idx_dataset(const std::filesystem::path& images_file,
 // or the same names without ".gz" (uncompressed), which are used when the .gz is absent.
 // Throws DataError: `dir` missing (with the hint to install dataset-fashion-mnist or pass
 // --data DIR), a file missing (named), or a malformed file.
-Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split);
+Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, bool digest = true);
 
 // Copies the samples `indices` of `dataset`, in order, into the step's buffers:
 //   indices:     (k) sample indices, each < dataset.size()

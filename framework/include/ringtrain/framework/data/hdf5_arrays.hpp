@@ -30,8 +30,10 @@ bool is_hdf5_file(const std::filesystem::path& file);
 // Reads the datasets `names` ("/train/x", ...) of `file`. Throws DataError naming the file and
 // dataset: not HDF5, a name missing or not a hard link to a dataset, an unsupported dtype, a
 // big-endian type, a rank of 0 or above 8, storage outside the file or external, a stored
-// size other than the shape's, a dataset too large for memory (read), a bad `classes`.
+// size other than the shape's, a dataset to be read whose stored bytes exceed
+// `memory_limit_bytes` (0: this machine's memory), a bad `classes`.
 Hdf5Arrays read_hdf5_arrays(const std::filesystem::path& file,
-                            const std::vector<std::string>& names);
+                            const std::vector<std::string>& names,
+                            std::uint64_t memory_limit_bytes = 0);
 
 }  // namespace ringtrain::data

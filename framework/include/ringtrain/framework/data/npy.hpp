@@ -44,4 +44,8 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, const std::files
 // parse_npy_header, and when the data are shorter (truncated) or longer than the shape says.
 StoredArray read_npy(const std::filesystem::path& file);
 
+// The bytes of a format 1.0 .npy file holding `values` as a 1-d int64 array ('<i8', shape
+// (n,)), its header padded to a multiple of 64 bytes as NumPy writes it.
+std::string npy_int64_vector(std::span<const std::int64_t> values);
+
 }  // namespace ringtrain::data

@@ -37,6 +37,7 @@ struct ArrayFacts {
   DType dtype = DType::kUint8;
   std::vector<std::uint64_t> shape;
   bool mapped = false;  // samples read where they lie in the file (labels are always copied)
+  std::uint64_t xxh3 = 0;  // XXH3-64 of the stored bytes (dataset.hpp: Dataset::x_xxh3)
 };
 
 struct DataInfo {
@@ -45,6 +46,10 @@ struct DataInfo {
   Shape sample_shape;
   std::size_t num_classes = 0;
   std::vector<ArrayFacts> arrays;  // train/x, train/y, test/x, test/y
+  // The data's digest: XXH3-64 (16 hex digits) over each array's name, dtype, shape and
+  // xxh3. The same values give the same digest whatever the layout or path that holds them;
+  // "" when loaded without digests.
+  std::string digest;
 };
 
 struct DataSplits {
@@ -54,14 +59,27 @@ struct DataSplits {
 
 struct LoadOptions {
   bool map = true;  // false: copy mapped samples into memory too (tests compare the two)
+  // false: no digests (bench_data_load measures what they cost). They are computed in the
+  // pass that checks x's values, block by block, so each byte is read from memory once.
+  bool digest = true;
+  // Bytes the data may hold in memory: samples that are not mapped (as floats) and every
+  // split's labels (int32); mapped samples live in the page cache and do not count. A
+  // chunked or compressed dataset is read into memory, so one larger than this is refused
+  // before it is read (read_hdf5_arrays), and data over it are refused. 0: this machine's
+  // memory (memory_bytes()).
+  std::uint64_t memory_limit_bytes = 0;
 };
+
+// The digest of DataInfo::digest over `arrays`.
+std::string data_digest(const std::vector<ArrayFacts>& arrays);
 
 // Loads both splits of `path` (empty: the Debian package's Fashion-MNIST folder).
 // Throws DataError naming the file (and dataset) for: a missing path or file, x and y
 // lengths that differ, a label < 0 or >= classes, more than kMaxClasses classes, NaN or Inf
 // in x, an unsupported dtype (float targets included: regression is not supported yet), a
 // big-endian array, a truncated file or a dataset whose stored size exceeds the file, Fortran
-// order, wrong ranks, train and test samples of different shapes.
+// order, wrong ranks, train and test samples of different shapes, data that would hold more
+// than options.memory_limit_bytes in memory (naming the limit and what does not fit).
 DataSplits load_data(const std::filesystem::path& path, const LoadOptions& options = {});
 
 // Turns a split's stored x and y into a Dataset of `classes` classes (labels checked).

@@ -21,6 +21,7 @@ namespace ringtrain {
 struct TrainConfig {
   // data and model
   std::string data_dir;  // empty: the Debian package's folder
+  std::uint64_t data_memory_limit = 0;  // bytes the data may hold in memory; 0: the machine's
   std::string model = "mlp";
   std::string mlp_hidden = "1024,1024";
   float dropout = 0.0f;

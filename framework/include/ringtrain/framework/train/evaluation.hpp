@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/data/dataset.hpp"
@@ -25,5 +26,13 @@ struct Evaluation {
 // Collective. `seed` keys the model's randomness as in training (unused without dropout).
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed);
+
+// The same, and every sample's predicted class on every rank: `predictions` (test.size()
+// entries) receives the index of each sample's largest logit, the first one on ties (the
+// rule the accuracy counts with). Each rank fills its slice; one more allreduce (of
+// test.size() doubles, exact for class indices) gives every rank the whole list. Collective.
+Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
+                    const data::Dataset& test, std::uint64_t seed,
+                    std::span<std::int64_t> predictions);
 
 }  // namespace ringtrain

@@ -30,7 +30,8 @@ class RunDirectory {
   std::ofstream metrics_;
 };
 
-// Writes `text` to `path` so that a reader sees the old or the new file, never a torn one.
+// Writes `text` to `path` so that a reader sees the old or the new file, never a torn one
+// (through `path`.tmp and a rename; the temporary file is removed when either fails).
 void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace ringtrain

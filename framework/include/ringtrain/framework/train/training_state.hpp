@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ringtrain/checkpoint/state_tree.hpp"
 #include "ringtrain/collectives/communicator.hpp"
@@ -82,6 +83,19 @@ checkpoint::StateTree capture(const TrainingState& state,
 // layout (model, optimizer) is checked by reading it against Expected::of(capture(state));
 // this checks the values a layout cannot show. Call it before restore.
 void check_compatible(const checkpoint::StateTree& tree, const TrainingState& state);
+
+// The /model entries of `model` (parameters and buffers, each with its shape) added to
+// `expected`: what a checkpoint of this model must hold in /model.
+void expect_model(checkpoint::Expected& expected, const Sequential& model);
+// Overwrites the model's parameters and buffers (BatchNorm statistics) from a tree read
+// against a schema that holds expect_model's entries.
+void restore_model(const checkpoint::StateTree& tree, Sequential& model);
+
+// Throws UsageError unless the run that wrote a checkpoint trained on the same data: the
+// "data_digest" of its configuration (`stored_config_json`, the file's header) equals this
+// run's (`run_config_json`). Either without a digest (a file written before digests were
+// stored): no check. The message names both digests and paths.
+void check_same_data(const std::string& stored_config_json, const std::string& run_config_json);
 
 // Overwrites the state from a tree that was read against the schema of capture(state)
 // (checkpoint::Expected::of), so every entry exists with the right shape. A sharded optimizer
