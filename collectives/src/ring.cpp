@@ -1,11 +1,14 @@
-// The public blocking collectives (see ring.hpp): size check, then either the ring
-// (RingTransfer, ring_transfer.cpp) or MPI's own collective for comparison.
+// The public blocking collectives (see ring.hpp): size check, then the ring (RingTransfer,
+// ring_transfer.cpp), the two-level allreduce (hierarchical.hpp) or MPI's own collective for
+// comparison.
 #include "ringtrain/collectives/ring.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <string>
 #include <vector>
+
+#include "ringtrain/collectives/hierarchical.hpp"
 
 namespace ringtrain::collectives {
 
@@ -66,6 +69,11 @@ Counters run_collective(RingTransfer& transfer, const Communicator& comm, std::s
   if (options.algorithm == Algorithm::kMpi) {
     if (comm.size() > 1) run_mpi(comm, data, which);
     return {};
+  }
+  if (options.algorithm == Algorithm::kHierarchical) {
+    HierarchicalTransfer hierarchical;
+    hierarchical.start(checked_hierarchy(comm, options, which), data, options);
+    return hierarchical.wait(options.wait);
   }
   transfer.start(comm, data, which, options);
   return transfer.wait(options.wait);
