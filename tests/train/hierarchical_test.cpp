@@ -1,0 +1,105 @@
+// --collective hierarchical through the real Trainer: the same training as the flat ring to
+// rounding (the two sum in different orders), for hosts of 1 and 2 ranks (uneven at N = 3)
+// and MPI's own grouping; every rank ends with the same bits; buckets with overlap on and off
+// give the same bits; SyncBatchNorm runs with it; ZeRO-1 and --ranks-per-host without it
+// are refused.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mpi_test.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "train_rig.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::testing;
+
+namespace {
+
+// A small mlp in several 4 KiB buckets.
+TrainConfig mlp_config() {
+  TrainConfig c = small_config("mlp", 6, 24);
+  c.mlp_hidden = "32,32";
+  c.bucket_bytes = 4096;
+  c.trace_steps = 0;
+  return c;
+}
+
+TrainConfig hierarchical(TrainConfig c, int ranks_per_host) {
+  c.collective = CollectiveKind::kHierarchical;
+  c.ranks_per_host = ranks_per_host;
+  return c;
+}
+
+nlohmann::json read_json(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+// Every rank holds rank 0's bits.
+bool same_on_all_ranks(std::vector<float> values) {
+  std::vector<float> root = values;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  return all_ranks(bitwise_equal(values, root));
+}
+
+}  // namespace
+
+TEST_CASE("mlp: hierarchical equals the flat ring within 1e-5, the same bits on every rank") {
+  const TrainConfig ring = mlp_config();
+  const RunOutput flat = train_on(ring, MPI_COMM_WORLD);
+  for (int K : {1, 2, 0}) {
+    INFO(fmt::format("N = {}, --ranks-per-host {}", world_size(), K));
+    int hosts = 0;  // as the manifest states them (rank 0 reads it)
+    const RunOutput two_level =
+        train_on(hierarchical(ring, K), MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
+          if (world_rank() == 0) hosts = read_json(run / "manifest.json").value("hosts", -1);
+        });
+    MPI_Bcast(&hosts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    CHECK(hosts == (K == 0 ? 1 : (world_size() + K - 1) / K));
+    CHECK(all_ranks(relative_difference(two_level.parameters, flat.parameters) < 1e-5));
+    CHECK(same_on_all_ranks(two_level.parameters));
+    CHECK(all_ranks(two_level.results.steps == flat.results.steps));
+  }
+}
+
+TEST_CASE("hierarchical: overlap on and off with the same buckets give the same bits") {
+  TrainConfig config = hierarchical(mlp_config(), 2);
+  config.overlap = Overlap::kOff;
+  const RunOutput off = train_on(config, MPI_COMM_WORLD);
+  config.overlap = Overlap::kOn;
+  for (const std::string progress : {"layers", "thread"}) {
+    config.progress = parse_choice<ProgressDriver>(progress, "--progress");
+    INFO("N = " << world_size() << ", progress " << progress);
+    REQUIRE(all_ranks(bitwise_equal(train_on(config, MPI_COMM_WORLD).parameters,
+                                    off.parameters)));
+  }
+}
+
+TEST_CASE("cnn-bn with SyncBatchNorm: hierarchical equals the flat ring within 1e-5") {
+  TrainConfig ring = small_config("cnn-bn", 2, 12);
+  ring.lr = 0.01f;
+  ring.trace_steps = 0;
+  ring.sync_bn = SyncBn::kOn;
+  const RunOutput flat = train_on(ring, MPI_COMM_WORLD);
+  const RunOutput two_level = train_on(hierarchical(ring, 2), MPI_COMM_WORLD);
+  INFO("N = " << world_size());
+  CHECK(all_ranks(relative_difference(two_level.parameters, flat.parameters) < 1e-5));
+  CHECK(all_ranks(relative_difference(two_level.buffers, flat.buffers) < 1e-5));
+  CHECK(same_on_all_ranks(two_level.parameters));
+}
+
+TEST_CASE("hierarchical: --zero 1 and a stray --ranks-per-host are usage errors") {
+  TrainConfig config = hierarchical(mlp_config(), 2);
+  CHECK_NOTHROW(config.validate(world_size()));
+  config.zero = 1;
+  CHECK_THROWS_AS(config.validate(world_size()), UsageError);
+  TrainConfig ring = mlp_config();
+  ring.ranks_per_host = 2;
+  CHECK_THROWS_AS(ring.validate(world_size()), UsageError);
+  ring.ranks_per_host = -1;
+  ring.collective = CollectiveKind::kHierarchical;
+  CHECK_THROWS_AS(ring.validate(world_size()), UsageError);
+}
