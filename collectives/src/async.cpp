@@ -71,6 +71,12 @@ Counters AsyncAllreduce::wait() {
   return ring_.wait(options_.wait);
 }
 
+Counters AsyncAllreduce::counters() const {
+  if (options_.algorithm == Algorithm::kMpi) return {};
+  if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.counters();
+  return ring_.counters();
+}
+
 bool AsyncAllreduce::own_chunk_reduced() const {
   if (options_.algorithm == Algorithm::kMpi) return mpi_request_ == MPI_REQUEST_NULL;
   if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.own_chunk_reduced();

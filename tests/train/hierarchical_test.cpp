@@ -1,8 +1,8 @@
 // --collective hierarchical through the real Trainer: the same training as the flat ring to
 // rounding (the two sum in different orders), for hosts of 1 and 2 ranks (uneven at N = 3)
 // and MPI's own grouping; every rank ends with the same bits; buckets with overlap on and off
-// give the same bits; SyncBatchNorm runs with it; ZeRO-1 and --ranks-per-host without it
-// are refused.
+// give the same bits; SyncBatchNorm runs with it; metrics.jsonl's wire_bytes and
+// inter_host_bytes; ZeRO-1 and --ranks-per-host without it are refused.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -63,6 +63,60 @@ TEST_CASE("mlp: hierarchical equals the flat ring within 1e-5, the same bits on 
     CHECK(same_on_all_ranks(two_level.parameters));
     CHECK(all_ranks(two_level.results.steps == flat.results.steps));
   }
+}
+
+namespace {
+
+// metrics.jsonl's per-rank wire_bytes and inter_host_bytes of the run's one window (rank 0
+// reads them; empty on the other ranks).
+struct Wire {
+  std::vector<double> wire, inter;
+};
+
+Wire wire_of(const TrainConfig& config) {
+  Wire w;
+  train_on(config, MPI_COMM_WORLD, [&](const std::filesystem::path& run) {
+    if (world_rank() != 0) return;
+    std::ifstream in(run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.contains("step_s")) continue;
+      w.wire = j["per_rank"]["wire_bytes"].get<std::vector<double>>();
+      w.inter = j["per_rank"]["inter_host_bytes"].get<std::vector<double>>();
+    }
+  });
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("metrics: wire_bytes and inter_host_bytes per step follow the host grouping") {
+  const int N = world_size();
+  TrainConfig ring = mlp_config();
+  ring.log_every = ring.steps;  // one window
+  const Wire flat = wire_of(ring);
+  const Wire own_hosts = wire_of(hierarchical(ring, 1));  // every rank a host: one cross ring
+  const Wire pairs = wire_of(hierarchical(ring, 2));
+  Facts facts;
+  if (world_rank() == 0) {
+    const auto n = std::size_t(N);
+    facts.check(flat.wire.size() == n && own_hosts.wire.size() == n && pairs.inter.size() == n,
+                "a window with every rank's figures");
+    for (std::size_t r = 0; r < flat.wire.size() && r < n; ++r) {
+      const std::string rank = fmt::format("rank {}: ", r);
+      facts.check(flat.wire[r] > 0 && flat.inter[r] == 0, rank + "flat ring: bytes, none between hosts");
+      facts.check(own_hosts.wire[r] == flat.wire[r] && own_hosts.inter[r] == own_hosts.wire[r],
+                  rank + "K=1: the flat ring's bytes, all between hosts");
+      // K=2: at N=2 one host (nothing between hosts, the same ring); at N=3 hosts {0,1}, {2}:
+      // rank 1 is an extra rank and sends nothing between hosts.
+      const bool crosses = N == 3 && r != 1;
+      facts.check((pairs.inter[r] > 0) == crosses && pairs.inter[r] < pairs.wire[r] + 1,
+                  rank + fmt::format("K=2: {} of {} bytes between hosts", pairs.inter[r],
+                                     pairs.wire[r]));
+      if (N == 2) facts.check(pairs.wire[r] == flat.wire[r], rank + "K=2, N=2: the ring's bytes");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
 }
 
 TEST_CASE("hierarchical: overlap on and off with the same buckets give the same bits") {

@@ -64,6 +64,8 @@ class AsyncAllreduce {
   // Completed MPI operations of the ring so far (0 with Algorithm::kMpi): a polling loop
   // compares it to tell progress from idling.
   std::size_t events() const { return ring_.events() + hierarchical_.events(); }
+  // This rank's counters of the last reduction, once complete (zero with Algorithm::kMpi).
+  Counters counters() const;
 
  private:
   void check_own_chunk();  // Algorithm::kMpi, at completion
