@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "ringtrain/collectives/small.hpp"
+
 namespace ringtrain::collectives {
 
 namespace {
@@ -94,6 +96,13 @@ const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& 
   if (options.hierarchy->world_handle() != comm.handle())
     throw CollectiveError(rank + "RingOptions::hierarchy was built on another communicator");
   return *options.hierarchy;
+}
+
+Counters hierarchical_allreduce(HierarchicalTransfer& transfer, const Communicator& comm,
+                                std::span<float> data, const RingOptions& options) {
+  if (options.check_sizes) check_same_size(comm, data.size(), "allreduce_sum", options.wait);
+  transfer.start(checked_hierarchy(comm, options, Collective::kAllreduce), data, options);
+  return transfer.wait(options.wait);
 }
 
 HierarchicalTransfer::~HierarchicalTransfer() {

@@ -65,15 +65,15 @@ void run_mpi(const Communicator& comm, std::span<float> data, Collective which) 
 
 Counters run_collective(RingTransfer& transfer, const Communicator& comm, std::span<float> data,
                         Collective which, const RingOptions& options) {
+  if (options.algorithm == Algorithm::kHierarchical) {
+    checked_hierarchy(comm, options, which);  // a reduce-scatter or all-gather alone: refused
+    HierarchicalTransfer hierarchical;
+    return hierarchical_allreduce(hierarchical, comm, data, options);
+  }
   if (options.check_sizes) check_same_size(comm, data.size(), name_of(which), options.wait);
   if (options.algorithm == Algorithm::kMpi) {
     if (comm.size() > 1) run_mpi(comm, data, which);
     return {};
-  }
-  if (options.algorithm == Algorithm::kHierarchical) {
-    HierarchicalTransfer hierarchical;
-    hierarchical.start(checked_hierarchy(comm, options, which), data, options);
-    return hierarchical.wait(options.wait);
   }
   transfer.start(comm, data, which, options);
   return transfer.wait(options.wait);

@@ -126,6 +126,14 @@ Counters hierarchical_counters(std::size_t M, const HostLayout& layout);
 const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& options,
                                    Collective which);
 
+class HierarchicalTransfer;
+
+// data <- Σ over ranks of data, blocking, on a transfer the caller keeps (its buffers are
+// reused): options.check_sizes's agreement, checked_hierarchy, then the three phases.
+// Collective; throws CollectiveError as those do.
+Counters hierarchical_allreduce(HierarchicalTransfer& transfer, const Communicator& comm,
+                                std::span<float> data, const RingOptions& options);
+
 // One hierarchical allreduce in progress: the three phases as a state machine over one
 // reusable RingTransfer (its buffers grow once and are reused). Used by AsyncAllreduce and
 // allreduce_sum with Algorithm::kHierarchical; interface as RingTransfer's.
