@@ -129,7 +129,18 @@ void HierarchicalTransfer::start(const Hierarchy& hierarchy, std::span<float> da
   settle();
 }
 
+// A phase that fails to start (invalid options, a failed MPI call) ends the transfer: no
+// later phase may start from a destructor on a half-done sum.
 void HierarchicalTransfer::enter(Phase phase) {
+  try {
+    start_phase(phase);
+  } catch (...) {
+    phase_ = Phase::kDone;
+    throw;
+  }
+}
+
+void HierarchicalTransfer::start_phase(Phase phase) {
   phase_ = phase;
   ran_ = false;
   const HostLayout& layout = hierarchy_->layout();

@@ -219,6 +219,9 @@ TEST_CASE("hierarchical: misuse is refused on every rank before any data moves")
   REQUIRE_THROWS_AS(reduce_scatter_sum(comm, x, options), CollectiveError);
   AsyncAllreduce reduction;
   REQUIRE_THROWS_AS(reduction.start(comm, x, options, Collective::kAllGather), CollectiveError);
+  options.segments_in_flight = 0;  // invalid: the first phase refuses to start
+  REQUIRE_THROWS_AS(reduction.start(comm, x, options), CollectiveError);
+  REQUIRE(all_ranks(!reduction.active()));
   options.hierarchy = nullptr;
   REQUIRE_THROWS_AS(allreduce_sum(comm, x, options), CollectiveError);
   MPI_Comm copy = MPI_COMM_NULL;

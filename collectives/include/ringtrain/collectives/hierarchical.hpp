@@ -168,7 +168,8 @@ class HierarchicalTransfer {
 
  private:
   enum class Phase { kHostReduce, kCross, kHostGather, kDone };
-  void enter(Phase phase);  // starts the phase's ring (or skips it)
+  void enter(Phase phase);        // starts the phase's ring (or skips it); kDone if it throws
+  void start_phase(Phase phase);  // enter's work
   void settle();            // while the current phase is finished, account it and move on
   bool final_phase(Phase phase) const;  // the phase whose own chunk is the full sum
 
