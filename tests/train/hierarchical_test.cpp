@@ -1,5 +1,5 @@
-// --collective hierarchical through the real Trainer: the same training as the flat ring to
-// rounding (the two sum in different orders), for hosts of 1 and 2 ranks (uneven at N = 3)
+// --collective hierarchical through the real Trainer: the same training as the flat ring and
+// as one process to rounding (they sum in different orders), for hosts of 1 and 2 ranks (uneven at N = 3)
 // and MPI's own grouping; every rank ends with the same bits; buckets with overlap on and off
 // give the same bits; SyncBatchNorm runs with it; metrics.jsonl's wire_bytes and
 // inter_host_bytes; ZeRO-1 and --ranks-per-host without it are refused.
@@ -62,6 +62,24 @@ TEST_CASE("mlp: hierarchical equals the flat ring within 1e-5, the same bits on 
     CHECK(all_ranks(relative_difference(two_level.parameters, flat.parameters) < 1e-5));
     CHECK(same_on_all_ranks(two_level.parameters));
     CHECK(all_ranks(two_level.results.steps == flat.results.steps));
+  }
+}
+
+TEST_CASE("mlp: hierarchical at N ranks equals one process on the same global batches") {
+  // As equivalence_test.cpp: a small lr keeps float's other summation orders within 1e-5.
+  TrainConfig config = small_config("mlp", 20, 24);
+  config.lr = 0.002f;
+  const RunOutput reference = train_on(config, MPI_COMM_SELF);
+  TrainConfig one_step = config;
+  one_step.steps = 1;  // steps 2..20 move the parameters far beyond the tolerance
+  REQUIRE(all_ranks(relative_difference(reference.parameters,
+                                        train_on(one_step, MPI_COMM_SELF).parameters) > 1e-3));
+  config = hierarchical(config, 2);
+  for (const std::string split : {"", world_size() == 2 ? "0,24" : "10,0,14"}) {
+    config.local_batches = split;
+    const RunOutput two_level = train_on(config, MPI_COMM_WORLD);
+    INFO(fmt::format("N = {}, local batches '{}'", world_size(), split));
+    CHECK(all_ranks(relative_difference(two_level.parameters, reference.parameters) < 1e-5));
   }
 }
 
