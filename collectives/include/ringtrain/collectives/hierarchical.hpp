@@ -5,7 +5,9 @@
 // Where it sits: the same place as the ring (ring.hpp): after backward, data <- Σ over ranks.
 // The flat ring crosses each host's link in every one of its 2(N-1) rounds; here only the
 // middle phase crosses hosts, in 2(H-1) rounds, and all L ranks of a host use the link at
-// once, each for 1/L of the data.
+// once, each for 1/L of the data. `ringtrain train --collective hierarchical [--ranks-per-host
+// K]` runs every gradient bucket's AsyncAllreduce (async.hpp) this way; ZeRO-1, which needs
+// the flat ring's chunk r on rank r, stays on the ring.
 //
 // Vocabulary
 //   host        a group of ranks: MPI's shared-memory node, or with ranks_per_host K the
