@@ -15,6 +15,12 @@
 // The run, in order: make_plan (sizes, options) -> size_check_cost -> sweep (time_size per
 // size, the memcpy reference sampled at the largest) -> the α-β fit -> print_fit,
 // print_summary, print_traffic -> write_json.
+//
+// --collective hierarchical puts the two-level allreduce (hierarchical.hpp) in the ring's
+// place, hosts grouped as MPI reports them or by --ranks-per-host K: the "ring" rows and
+// columns are then its times and counters (with the inter-host ones in the JSON), the α-β
+// fit is a one-level fit of its times, and the memory-traffic table (a flat-ring model) is
+// left out.
 #include <fmt/core.h>
 #include <mpi.h>
 
@@ -53,6 +59,8 @@ struct Settings {
   std::string wait = "auto";
   bool no_size_check = false;
   bool small_pages = false;  // plain std::vector buffers instead of huge pages
+  std::string collective = "ring";  // or "hierarchical", in the ring's place
+  int ranks_per_host = 0;           // hierarchical: hosts of K consecutive ranks; 0: MPI's
 };
 
 struct Row {
@@ -174,15 +182,21 @@ std::pair<double, double> size_check_cost(const coll::Communicator& comm, coll::
 // options, and the size of the memcpy reference.
 struct Plan {
   std::vector<std::size_t> sizes;
-  coll::RingOptions ring;                               // the hand-written ring, as the flags ask
+  coll::RingOptions ring;  // the hand-written ring (or the hierarchical one), as the flags ask
   coll::RingOptions mpi;                                // plain MPI_Allreduce
   coll::WaitPolicy resolved = coll::WaitPolicy::kSpin;  // ring.wait for this machine
   std::size_t largest = 0;                              // bytes of the largest size
   std::size_t memcpy_bytes = 0;  // the memcpy reference: 64 MiB or the largest size
 };
 
-Plan make_plan(const Settings& settings, const coll::Communicator& comm) {
+// `hierarchy`: set for --collective hierarchical, which then runs in the ring's place.
+Plan make_plan(const Settings& settings, const coll::Communicator& comm,
+               const coll::Hierarchy* hierarchy) {
   Plan plan;
+  if (hierarchy != nullptr) {
+    plan.ring.algorithm = coll::Algorithm::kHierarchical;
+    plan.ring.hierarchy = hierarchy;
+  }
   for (const std::string& s : settings.sizes) plan.sizes.push_back(parse_size(s));
   if (plan.sizes.empty())
     for (std::size_t b = 4; b <= 64u * 1024 * 1024; b *= 2) plan.sizes.push_back(b);
@@ -268,7 +282,9 @@ class SizeTimer {
 
  private:
   void one_call(bool use_ring) {
-    if (use_ring)
+    if (use_ring && plan_.ring.algorithm == coll::Algorithm::kHierarchical)
+      counters_ = coll::hierarchical_allreduce(hierarchical_, comm_, buffer_, plan_.ring);
+    else if (use_ring)
       counters_ =
           coll::run_collective(transfer_, comm_, buffer_, coll::Collective::kAllreduce, plan_.ring);
     else
@@ -278,6 +294,7 @@ class SizeTimer {
   const coll::Communicator& comm_;
   const Plan& plan_;
   coll::RingTransfer& transfer_;
+  coll::HierarchicalTransfer hierarchical_;  // --collective hierarchical, reused per size
   std::span<float> buffer_;
   coll::Counters counters_;
 };
@@ -324,9 +341,13 @@ double bus_factor(int N) {
 
 void print_header(const coll::Communicator& comm, const Settings& settings, const Plan& plan,
                   std::pair<double, double> check_s) {
+  const coll::Hierarchy* h = plan.ring.hierarchy;
   fmt::print(
-      "allreduce: ring vs MPI_Allreduce, N = {} ({} per node, {} cores), wait {} "
+      "allreduce: {} vs MPI_Allreduce, N = {} ({} per node, {} cores), wait {} "
       "(resolved: {}), segment {}, {} in flight, size check {}\n",
+      h ? fmt::format("hierarchical ({} hosts, smallest {} ranks; the ring columns are its)",
+                      h->layout().hosts, h->layout().host_chunks)
+        : std::string("ring"),
       comm.size(), comm.ranks_per_node(), coll::available_cores(), settings.wait,
       coll::to_string(plan.resolved), human(static_cast<double>(plan.ring.segment_bytes)),
       plan.ring.segments_in_flight, plan.ring.check_sizes ? "on" : "off");
@@ -448,7 +469,9 @@ nlohmann::json rows_json(const std::vector<Row>& rows, int N) {
     if (r.impl == "ring") {
       row["rounds"] = r.counters.rounds;
       row["bytes_sent_per_rank"] = r.counters.bytes_sent;  // rank 0's; the same on every rank
-    }                                                      // when N divides M
+      row["inter_host_rounds"] = r.counters.inter_host_rounds;  // when N divides M
+      row["inter_host_bytes_sent_per_rank"] = r.counters.inter_host_bytes_sent;
+    }
     json_rows.push_back(row);
   }
   return json_rows;
@@ -500,6 +523,9 @@ void write_json(const coll::Communicator& comm, const Settings& settings, const 
       {"memcpy_Bps", facts.memcpy_Bps},
       {"memcpy_bytes", plan.memcpy_bytes},
       {"huge_pages", !settings.small_pages},
+      {"collective", settings.collective},
+      {"ranks_per_host", settings.ranks_per_host},
+      {"hosts", plan.ring.hierarchy ? plan.ring.hierarchy->layout().hosts : 0},
       {"rows", std::move(rows)},
       {"fit", std::move(fit)}};
   std::ofstream out(settings.json_path);
@@ -513,7 +539,16 @@ int run_bench(const Settings& settings) {
   coll::Communicator comm;
   const int N = comm.size();
   const bool leader = comm.rank() == 0;
-  const Plan plan = make_plan(settings, comm);
+  if (settings.collective != "ring" && settings.collective != "hierarchical")
+    throw UsageError("--collective " + settings.collective + ": choose ring or hierarchical");
+  if (settings.ranks_per_host < 0 ||
+      (settings.ranks_per_host > 0 && settings.collective != "hierarchical"))
+    throw UsageError("--ranks-per-host " + std::to_string(settings.ranks_per_host) +
+                     ": needs --collective hierarchical and K >= 0 (0: MPI's hosts)");
+  std::unique_ptr<coll::Hierarchy> hierarchy;  // outlives every call of the sweep
+  if (settings.collective == "hierarchical")
+    hierarchy = std::make_unique<coll::Hierarchy>(comm, settings.ranks_per_host);
+  const Plan plan = make_plan(settings, comm, hierarchy.get());
   MemcpyReference reference(plan.memcpy_bytes, !settings.small_pages);
   RunFacts facts;
   facts.check_s = size_check_cost(comm, plan.resolved);
@@ -527,7 +562,7 @@ int run_bench(const Settings& settings) {
   if (leader) {
     print_fit(fit, samples);
     print_summary(rows, N, facts.memcpy_Bps, plan.memcpy_bytes);
-    print_traffic(rows, N, facts.memcpy_Bps);
+    if (!hierarchy) print_traffic(rows, N, facts.memcpy_Bps);
   }
   if (leader && !settings.json_path.empty())
     write_json(comm, settings, plan, facts, rows_json(rows, N), fit_json(fit, samples));
@@ -564,6 +599,12 @@ void add_bench_allreduce(CLI::App& bench, Runner& run) {
                 "skip the ring's size-agreement check (measures the bare ring)");
   sub->add_flag("--small-pages", settings->small_pages,
                 "plain std::vector buffers instead of huge-page backed ones");
+  sub->add_option("--collective", settings->collective,
+                  "what runs against MPI_Allreduce: ring, or hierarchical (two-level)")
+      ->capture_default_str();
+  sub->add_option("--ranks-per-host", settings->ranks_per_host,
+                  "hierarchical: ranks [hK, (h+1)K) form host h (0: the hosts MPI reports)")
+      ->capture_default_str();
   sub->callback([&run, settings] { run = [settings] { return run_bench(*settings); }; });
 }
 

@@ -1,4 +1,5 @@
-// Non-blocking allreduce (see async.hpp): the ring's state machine, or MPI_Iallreduce.
+// Non-blocking allreduce (see async.hpp): the ring's state machine, the hierarchical one
+// (hierarchical.hpp), or MPI_Iallreduce.
 #include "ringtrain/collectives/async.hpp"
 
 #include <cfloat>
@@ -20,10 +21,13 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
   if (active())
     throw CollectiveError("rank " + std::to_string(comm.rank()) +
                           ": AsyncAllreduce::start while the previous reduction is active");
-  if (which != Collective::kAllreduce && options.algorithm != Algorithm::kRing)
+  if (which != Collective::kAllreduce && options.algorithm == Algorithm::kMpi)
     throw CollectiveError(
         "AsyncAllreduce: a reduce-scatter or all-gather alone needs the ring "
         "algorithm (Algorithm::kRing), not MPI's allreduce");
+  const Hierarchy* hierarchy = options.algorithm == Algorithm::kHierarchical
+                                   ? &checked_hierarchy(comm, options, which)
+                                   : nullptr;
   comm_ = &comm;
   options_ = options;
   data_ = data;
@@ -31,6 +35,10 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
   if (options.check_sizes) check_same_size(comm, data.size(), "AsyncAllreduce", options.wait);
   if (options.algorithm == Algorithm::kRing) {
     ring_.start(comm, data, which, options);
+    return;
+  }
+  if (hierarchy != nullptr) {
+    hierarchical_.start(*hierarchy, data, options);
     return;
   }
   if (comm.size() == 1 || data.empty()) return;
@@ -48,6 +56,7 @@ bool AsyncAllreduce::progress() {
     if (flag) check_own_chunk();
     return flag != 0;
   }
+  if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.progress();
   return ring_.progress();
 }
 
@@ -58,16 +67,25 @@ Counters AsyncAllreduce::wait() {
     return {};
   }
   if (options_.algorithm == Algorithm::kMpi) return {};
+  if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.wait(options_.wait);
   return ring_.wait(options_.wait);
+}
+
+Counters AsyncAllreduce::counters() const {
+  if (options_.algorithm == Algorithm::kMpi) return {};
+  if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.counters();
+  return ring_.counters();
 }
 
 bool AsyncAllreduce::own_chunk_reduced() const {
   if (options_.algorithm == Algorithm::kMpi) return mpi_request_ == MPI_REQUEST_NULL;
+  if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.own_chunk_reduced();
   return ring_.own_chunk_reduced();
 }
 
 bool AsyncAllreduce::sum_not_finite() const {
   if (options_.algorithm == Algorithm::kMpi) return mpi_not_finite_;
+  if (options_.algorithm == Algorithm::kHierarchical) return hierarchical_.sum_not_finite();
   return ring_.sum_not_finite();
 }
 

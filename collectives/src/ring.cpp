@@ -1,11 +1,14 @@
-// The public blocking collectives (see ring.hpp): size check, then either the ring
-// (RingTransfer, ring_transfer.cpp) or MPI's own collective for comparison.
+// The public blocking collectives (see ring.hpp): size check, then the ring (RingTransfer,
+// ring_transfer.cpp), the two-level allreduce (hierarchical.hpp) or MPI's own collective for
+// comparison.
 #include "ringtrain/collectives/ring.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <string>
 #include <vector>
+
+#include "ringtrain/collectives/hierarchical.hpp"
 
 namespace ringtrain::collectives {
 
@@ -62,6 +65,11 @@ void run_mpi(const Communicator& comm, std::span<float> data, Collective which) 
 
 Counters run_collective(RingTransfer& transfer, const Communicator& comm, std::span<float> data,
                         Collective which, const RingOptions& options) {
+  if (options.algorithm == Algorithm::kHierarchical) {
+    checked_hierarchy(comm, options, which);  // a reduce-scatter or all-gather alone: refused
+    HierarchicalTransfer hierarchical;
+    return hierarchical_allreduce(hierarchical, comm, data, options);
+  }
   if (options.check_sizes) check_same_size(comm, data.size(), name_of(which), options.wait);
   if (options.algorithm == Algorithm::kMpi) {
     if (comm.size() > 1) run_mpi(comm, data, which);

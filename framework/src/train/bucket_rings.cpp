@@ -78,7 +78,14 @@ void BucketRings::start_gather(std::size_t b, std::span<float> params) {
   if (comm_.size() > 1) ++account_.collectives;
 }
 
+void add_wire_bytes(StepComm& account, const coll::AsyncAllreduce& ring) {
+  const coll::Counters c = ring.counters();
+  account.wire_bytes += double(c.bytes_sent);
+  account.inter_host_bytes += double(c.inter_host_bytes_sent);
+}
+
 void BucketRings::note_summed(BucketRing& f, double now) {
+  add_wire_bytes(account_, f.ring);
   f.summed = true;
   f.done_s = now;
   ++summed_;
@@ -86,6 +93,7 @@ void BucketRings::note_summed(BucketRing& f, double now) {
 }
 
 void BucketRings::note_gathered(BucketRing& f, double now) {
+  add_wire_bytes(account_, f.ring);
   f.done_s = now;
   f.gathering = false;
   f.gathered = true;

@@ -112,6 +112,8 @@ StepOutcome DataParallelStep::run(std::uint64_t step, const data::GlobalBatch& b
   times_.comm_s = comm.comm_s;
   times_.exposed_s = comm.exposed_s;
   times_.collectives = double(comm.collectives);
+  times_.wire_bytes = comm.wire_bytes;
+  times_.inter_host_bytes = comm.inter_host_bytes;
   return {loss.loss_sum, n, batch.samples.size(), applied, times_};
 }
 

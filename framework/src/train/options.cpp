@@ -242,7 +242,21 @@ std::vector<TrainOption> parallel_options() {
       option("gemm", &TrainConfig::gemm,
              "who runs the Linear layers' products (own: ringtrain's AVX-512 kernels; auto: own "
              "on Intel AVX-512 and AMD Zen 5)"),
-      option("collective", &TrainConfig::collective, "our ring or MPI_Allreduce"),
+      option("collective", &TrainConfig::collective,
+             "our ring, MPI_Allreduce, or hierarchical: reduce-scatter within each host, a "
+             "ring across hosts, all-gather within each host"),
+      option("ranks-per-host", &TrainConfig::ranks_per_host,
+             "--collective hierarchical: ranks [hK, (h+1)K) form host h, so one machine can "
+             "emulate hosts (0: the hosts MPI reports)",
+             [](const TrainConfig& c, int) {
+               require(c.ranks_per_host >= 0,
+                       fmt::format("--ranks-per-host {} must be >= 0 (0: the hosts MPI reports)",
+                                   c.ranks_per_host));
+               require(c.ranks_per_host == 0 || c.collective == CollectiveKind::kHierarchical,
+                       fmt::format("--ranks-per-host {} groups ranks for --collective "
+                                   "hierarchical only",
+                                   c.ranks_per_host));
+             }),
       option("bucket-bytes", &TrainConfig::bucket_bytes,
              "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B model, "
              "printed at start)",
@@ -290,7 +304,8 @@ std::vector<TrainOption> parallel_options() {
                                    c.zero));
                require(c.zero == 0 || c.collective == CollectiveKind::kRing,
                        "--zero 1 updates the chunk the ring's reduce-scatter leaves each rank: "
-                       "it needs --collective ring");
+                       "it needs --collective ring (not mpi, and not hierarchical, whose "
+                       "pieces lie elsewhere)");
              }),
   };
 }

@@ -137,6 +137,7 @@ nlohmann::json make_manifest(const RunFacts& f) {
   m["gemm"] = blas::kernels_report();
   m["cores_per_node"] = f.cores;
   m["ranks_per_node"] = f.ranks_per_node;
+  if (f.hosts > 0) m["hosts"] = f.hosts;  // as the hierarchical allreduce groups the ranks
   m["optimizer"] = f.optimizer;
   m["optimizer_state"] = {
       {"zero", c.zero},

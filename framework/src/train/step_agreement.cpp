@@ -52,6 +52,7 @@ bool StepAgreement::advance(const BucketRings& rings, StepComm& account) {
     done_s_ = now_s();
     state_ = State::kDone;
     account.comm_s += done_s_ - start_s_;
+    add_wire_bytes(account, ring_);
     if (comm_.size() > 1) ++account.collectives;
     moved = true;
   }

@@ -12,6 +12,7 @@
 
 #include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/clock.hpp"
+#include "ringtrain/collectives/hierarchical.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/collectives/wait.hpp"
@@ -113,8 +114,11 @@ ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
   o.overlap = c.overlap != Overlap::kOff;
   o.update_per_bucket = c.bucket_update == OnOff::kOn;
   o.driver = c.progress;
-  o.ring.algorithm =
-      c.collective == CollectiveKind::kMpi ? coll::Algorithm::kMpi : coll::Algorithm::kRing;
+  switch (c.collective) {
+    case CollectiveKind::kRing: o.ring.algorithm = coll::Algorithm::kRing; break;
+    case CollectiveKind::kMpi: o.ring.algorithm = coll::Algorithm::kMpi; break;
+    case CollectiveKind::kHierarchical: o.ring.algorithm = coll::Algorithm::kHierarchical; break;
+  }
   if (c.segments_in_flight > 0) o.overlap_segments_in_flight = c.segments_in_flight;
   o.zero = c.zero == 1;
   return o;
@@ -159,6 +163,7 @@ class TrainingRun {
   std::unique_ptr<RunDirectory> run_dir_;  // rank 0 only
   nlohmann::json manifest_;
   Watchdog watchdog_;
+  std::unique_ptr<coll::Hierarchy> hierarchy_;  // --collective hierarchical; outlives step_
   std::unique_ptr<DataParallelStep> step_;
 
   TrainingProgress progress_;
@@ -277,7 +282,12 @@ void TrainingRun::build_step() {
                              ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
                              : default_bucket_choice(facts_.ring_fit, world, grad_bytes,
                                                      config_.overlap != Overlap::kOff);
-  const ReducerOptions reducer = reducer_options(config_, facts_.bucket_choice.cap_bytes);
+  ReducerOptions reducer = reducer_options(config_, facts_.bucket_choice.cap_bytes);
+  if (config_.collective == CollectiveKind::kHierarchical) {
+    hierarchy_ = std::make_unique<coll::Hierarchy>(comm_, config_.ranks_per_host);  // collective
+    reducer.ring.hierarchy = hierarchy_.get();
+    facts_.hosts = hierarchy_->layout().hosts;
+  }
 
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
   double origin[1] = {leader_ ? now_s() : 0.0};  // rank 0's start, on rank 0's clock

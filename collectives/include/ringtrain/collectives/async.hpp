@@ -23,6 +23,7 @@
 #include <span>
 
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/hierarchical.hpp"
 #include "ringtrain/collectives/options.hpp"
 #include "ringtrain/collectives/ring_transfer.hpp"
 
@@ -40,17 +41,21 @@ class AsyncAllreduce {
   // size agreement check runs first and blocks (one small collective). `comm` and `data`
   // must stay alive and `data` untouched until wait() or progress() reports completion.
   // Throws CollectiveError (size mismatch, MPI failure, still active). `which` other than
-  // kAllreduce (one half of the ring: schedule.hpp) needs Algorithm::kRing; with kMpi it
-  // throws CollectiveError.
+  // kAllreduce (one half of the ring: schedule.hpp) needs Algorithm::kRing; with kMpi or
+  // kHierarchical it throws CollectiveError. kHierarchical needs options.hierarchy, built on
+  // `comm` (CollectiveError otherwise).
   void start(const Communicator& comm, std::span<float> data, const RingOptions& options = {},
              Collective which = Collective::kAllreduce);
   // Advances without blocking; true once the reduction is complete (and when idle).
   bool progress();
   // Blocks until complete (waiting as options.wait says); this rank's counters.
   Counters wait();
-  bool active() const { return ring_.active() || mpi_request_ != MPI_REQUEST_NULL; }
+  bool active() const {
+    return ring_.active() || hierarchical_.active() || mpi_request_ != MPI_REQUEST_NULL;
+  }
   // True once this rank's chunk (schedule.hpp: chunk `rank`) holds the full sum: with the
-  // ring, after its reduce-scatter, before the all-gather ends; with MPI, at completion.
+  // ring, after its reduce-scatter, before the all-gather ends; with MPI, at completion;
+  // hierarchical: this rank's piece of the sum (hierarchical.hpp).
   bool own_chunk_reduced() const;
   // True if this rank's fully summed chunk holds a NaN or ±inf (valid once
   // own_chunk_reduced()). The chunks of all ranks cover the buffer: "some rank saw one" is
@@ -58,7 +63,9 @@ class AsyncAllreduce {
   bool sum_not_finite() const;
   // Completed MPI operations of the ring so far (0 with Algorithm::kMpi): a polling loop
   // compares it to tell progress from idling.
-  std::size_t events() const { return ring_.events(); }
+  std::size_t events() const { return ring_.events() + hierarchical_.events(); }
+  // This rank's counters of the last reduction, once complete (zero with Algorithm::kMpi).
+  Counters counters() const;
 
  private:
   void check_own_chunk();  // Algorithm::kMpi, at completion
@@ -68,6 +75,7 @@ class AsyncAllreduce {
   std::span<float> data_;
   bool mpi_not_finite_ = false;
   RingTransfer ring_;                           // Algorithm::kRing
+  HierarchicalTransfer hierarchical_;           // Algorithm::kHierarchical
   MPI_Request mpi_request_ = MPI_REQUEST_NULL;  // Algorithm::kMpi: MPI_Iallreduce
 };
 

@@ -9,6 +9,7 @@
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/cost_model.hpp"
 #include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/collectives/hierarchical.hpp"
 #include "ringtrain/collectives/options.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/ring_transfer.hpp"

@@ -10,7 +10,11 @@
 namespace ringtrain::collectives {
 
 // kMpi runs MPI's own collective (MPI_Allreduce, ...) instead of the ring: for comparison.
-enum class Algorithm { kRing, kMpi };
+// kHierarchical: the two-level allreduce of hierarchical.hpp (allreduce only), which needs
+// RingOptions::hierarchy.
+enum class Algorithm { kRing, kMpi, kHierarchical };
+
+class Hierarchy;  // hierarchical.hpp
 
 struct RingOptions {
   Algorithm algorithm = Algorithm::kRing;
@@ -31,6 +35,9 @@ struct RingOptions {
   // on one communicator need tag ranges that do not overlap. The small collectives
   // (small.hpp) use a tag of their own.
   int tag = 0x52494e;
+  // Algorithm::kHierarchical: the host grouping, built once by the caller on the same
+  // communicator the calls get; it must outlive them. Ignored by the other algorithms.
+  const Hierarchy* hierarchy = nullptr;
 };
 
 }  // namespace ringtrain::collectives

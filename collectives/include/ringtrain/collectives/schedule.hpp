@@ -21,6 +21,11 @@ struct Counters {
   std::size_t rounds = 0;          // ring rounds executed (N-1 per phase; 0 when M = 0 or N = 1)
   std::size_t bytes_sent = 0;      // payload bytes this rank sent
   std::size_t bytes_received = 0;  // payload bytes this rank received
+  // Of the above, what crossed between hosts: set by the hierarchical allreduce
+  // (hierarchical.hpp) alone; 0 for the flat ring, which does not know where ranks sit.
+  std::size_t inter_host_rounds = 0;
+  std::size_t inter_host_bytes_sent = 0;
+  bool operator==(const Counters&) const = default;
 };
 
 // --- chunk partition ------------------------------------------------------------------------

@@ -36,7 +36,13 @@ struct StepComm {
   double progress_s = 0.0;      // polls in finish() outside the waits (layer_done's are backward's)
   std::size_t collectives = 0;  // rings run when N > 1: one per bucket, and the agreement
   double bytes = 0.0;           // gradient bytes reduced
+  // Payload bytes this rank sent in the step's rings (0 with MPI's own allreduce), and of
+  // them the bytes sent to another host (--collective hierarchical only; 0 otherwise).
+  double wire_bytes = 0.0, inter_host_bytes = 0.0;
 };
+
+// Adds a completed ring's sent bytes to the step's account.
+void add_wire_bytes(StepComm& account, const collectives::AsyncAllreduce& ring);
 
 // One bucket's ring and where it is in this step.
 struct BucketRing {

@@ -36,7 +36,7 @@ enum class ScheduleKind { kConstant, kStep, kCosine };
 enum class LrScaling { kNone, kLinear, kSqrt };    // --lr relative to batch 128
 enum class SyncBn { kAuto, kOn, kOff };            // auto: on when the model has BatchNorm
 enum class GemmChoice { kAuto, kOpenblas, kOwn };  // blas.hpp resolves auto for this CPU
-enum class CollectiveKind { kRing, kMpi };         // our ring or MPI_Allreduce
+enum class CollectiveKind { kRing, kMpi, kHierarchical };  // ring, MPI_Allreduce, two-level
 enum class Overlap { kOn, kOff, kAlternate };      // alternate: on in even steps, off in odd
 enum class OnOff { kOn, kOff };
 
@@ -77,7 +77,8 @@ template <> struct ModeTable<GemmChoice> {
 };
 template <> struct ModeTable<CollectiveKind> {
   static constexpr Choice<CollectiveKind> kChoices[] = {
-      {CollectiveKind::kRing, "ring"}, {CollectiveKind::kMpi, "mpi"}};
+      {CollectiveKind::kRing, "ring"}, {CollectiveKind::kMpi, "mpi"},
+      {CollectiveKind::kHierarchical, "hierarchical"}};
 };
 template <> struct ModeTable<Overlap> {
   static constexpr Choice<Overlap> kChoices[] = {

@@ -27,6 +27,7 @@ struct RunFacts {
   const Sequential* model = nullptr;  // planned: its layer table and spec
   int world = 1;
   int ranks_per_node = 1;
+  int hosts = 0;  // --collective hierarchical: hosts of the two-level allreduce; else 0
   int cores = 1;
   int blas_threads = 1;
   data::DataInfo data;  // --data: path, layout, shapes, dtypes, classes

@@ -11,6 +11,8 @@
 //   comm_s       Σ over buckets of [start, observed completion]: overlaps compute and the
 //                other buckets, so it is no share of step_s
 //   exposed_s    blocked on communication with no compute left
+// and the payload bytes this rank sent in the step's rings (wire_bytes), of which
+// inter_host_bytes went to another host (--collective hierarchical; 0 otherwise).
 // compute_s = data + forward + backward + optimizer + progress. The rest of step_s is
 // bookkeeping (watchdog marks, the non-finite decision's branch): compute + exposed ≈ step.
 //
@@ -33,6 +35,7 @@ struct StepTimes {
   double step_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, progress_s = 0,
          comm_s = 0, exposed_s = 0;
   double collectives = 0;  // rings run this step
+  double wire_bytes = 0, inter_host_bytes = 0;  // StepComm's: sent by this rank, between hosts
   bool overlap = true;     // this step's rings started during backward
   double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + progress_s; }
 };
@@ -44,9 +47,9 @@ class StepWindow {
   // The last kModeFields: step_s, backward_s, exposed_s and comm_s as means over the steps
   // of one mode, overlap on then off for each.
   // clang-format off
-  static constexpr std::array<const char*, 17> kFields = {
+  static constexpr std::array<const char*, 19> kFields = {
       "step_s",     "compute_s",   "comm_s",     "exposed_s",  "forward_s",
-      "backward_s", "optimizer_s", "progress_s", "collectives",
+      "backward_s", "optimizer_s", "progress_s", "collectives", "wire_bytes", "inter_host_bytes",
       "step_s_overlap_on",     "step_s_overlap_off",     "backward_s_overlap_on",
       "backward_s_overlap_off", "exposed_s_overlap_on", "exposed_s_overlap_off",
       "comm_s_overlap_on",     "comm_s_overlap_off"};

@@ -1,0 +1,236 @@
+// The hierarchical allreduce under MPI at N = 1..4 with hosts of K = 1, 2, 3 consecutive ranks
+// (N = 3, K = 2 and N = 4, K = 3 are uneven) and MPI's shared-memory grouping: the layout,
+// exact sums, agreement with the flat ring, the same bits on every rank and every call,
+// counters equal to the formula, async equal to blocking, a NaN seen, misuse refused.
+//
+// Inputs for the comparisons with the flat ring are not integers (sin), so the two summation
+// orders round differently and only the tolerance can hold; the exact-sum case uses
+// integers, whose sums are exact in float.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "mpi_test.hpp"
+#include "ringtrain/collectives/collectives.hpp"
+
+using namespace ringtrain::collectives;
+using ringtrain::testing::all_ranks;
+using ringtrain::testing::Facts;
+
+namespace {
+
+// Every 97th element is -0.0f on every rank, so its sum is -0.0f: a gather that added +0.0f
+// would turn it into +0.0f on some ranks only.
+float rough(int rank, std::size_t i) {
+  if (i % 97 == 13) return -0.0f;
+  return static_cast<float>(std::sin(0.7 * rank + 0.013 * double(i)) * (1.0 + rank));
+}
+
+float whole(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * 1024 + static_cast<int>(i % 1021));
+}
+
+std::vector<float> inputs(float (*value)(int, std::size_t), int rank, std::size_t M) {
+  std::vector<float> x(M);
+  for (std::size_t i = 0; i < M; ++i) x[i] = value(rank, i);
+  return x;
+}
+
+// Groupings to try: 0 (shared memory), then hosts of 1, 2 and 3 ranks.
+constexpr int kGroupings[] = {0, 1, 2, 3};
+
+std::vector<std::size_t> element_counts(int N) {
+  const auto n = static_cast<std::size_t>(N);
+  return {0, 1, n - 1, n + 1, 1000, 168, 70001};
+}
+
+RingOptions hierarchical_options(const Hierarchy& hierarchy) {
+  RingOptions options;
+  options.algorithm = Algorithm::kHierarchical;
+  options.hierarchy = &hierarchy;
+  options.segment_bytes = 8192;  // several segments per chunk at the larger sizes
+  return options;
+}
+
+// The same value on every rank iff min == max of a 64-bit digest of the bits.
+bool same_bits_on_all_ranks(const std::vector<float>& x) {
+  std::uint64_t digest = 1469598103934665603ull;
+  for (float v : x) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    digest = (digest ^ bits) * 1099511628211ull;
+  }
+  std::uint64_t low = 0, high = 0;
+  MPI_Allreduce(&digest, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&digest, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return low == high;
+}
+
+}  // namespace
+
+TEST_CASE("Hierarchy: hosts of K consecutive ranks, L from the smallest host") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  Facts facts;
+  for (int K = 1; K <= N + 1; ++K) {
+    Hierarchy hierarchy(comm, K);
+    const HostLayout& h = hierarchy.layout();
+    const int hosts = (N + K - 1) / K;
+    const int last_host = N - (hosts - 1) * K;
+    facts.check(h.hosts == hosts, "K=" + std::to_string(K) + " hosts " + std::to_string(h.hosts));
+    facts.check(h.host_chunks == std::min(K, last_host), "L " + std::to_string(h.host_chunks));
+    facts.check(h.host_size == (r / K == hosts - 1 ? last_host : K), "host size");
+    facts.check(h.local == r % K && hierarchy.host().rank() == r % K, "local index");
+    facts.check(h.cross_rank == (h.core() ? r / K : -1), "cross rank");
+    facts.check(h.core() == (hierarchy.cross() != nullptr), "cross ring of a core rank");
+    if (hierarchy.cross()) facts.check(hierarchy.cross()->size() == hosts, "cross ring size");
+  }
+  Hierarchy node(comm, 0);  // the test runs on one machine: one host of N ranks
+  facts.check(node.layout().hosts == 1 && node.layout().host_chunks == N, "shared-memory host");
+  REQUIRE_ALL_RANKS(facts);
+  REQUIRE_THROWS_AS(Hierarchy(comm, -1), CollectiveError);
+}
+
+TEST_CASE("hierarchical allreduce: exact sums, the flat ring's, same bits, exact counters") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  Facts facts;
+  for (int K : kGroupings) {
+    Hierarchy hierarchy(comm, K);
+    const RingOptions options = hierarchical_options(hierarchy);
+    for (std::size_t M : element_counts(N)) {
+      const std::string where = "K=" + std::to_string(K) + " M=" + std::to_string(M);
+      std::vector<float> exact = inputs(whole, r, M);
+      allreduce_sum(comm, exact, options);
+      for (std::size_t i = 0; i < M; ++i) {
+        const float sum = static_cast<float>(512 * N * (N + 1) + N * static_cast<int>(i % 1021));
+        if (!facts.check(exact[i] == sum, where + " integer sum wrong at " + std::to_string(i)))
+          break;
+      }
+      std::vector<float> flat = inputs(rough, r, M), once = flat, twice = flat;
+      allreduce_sum(comm, flat);
+      const Counters c = allreduce_sum(comm, once, options);
+      allreduce_sum(comm, twice, options);
+      for (std::size_t i = 0; i < M; ++i) {
+        double scale = 0.0;  // Σ_r |x_r[i]|: the size of the rounding either order makes
+        for (int q = 0; q < N; ++q) scale += std::fabs(double(rough(q, i)));
+        if (!facts.check(std::fabs(double(once[i]) - double(flat[i])) <= 1e-5 * scale,
+                         where + " element " + std::to_string(i) + " differs from the ring"))
+          break;
+      }
+      facts.check(std::memcmp(once.data(), twice.data(), M * sizeof(float)) == 0,
+                  where + " repeated call not bitwise identical");
+      facts.check(all_ranks(same_bits_on_all_ranks(once)), where + " ranks' bits differ");
+      facts.check(c == hierarchical_counters(M, hierarchy.layout()),
+                  where + " counters differ from the formula");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("hierarchical counters: the cost model's rounds and bytes") {
+  Communicator comm;
+  const int N = comm.size();
+  Facts facts;
+  for (int K : kGroupings) {
+    Hierarchy hierarchy(comm, K);
+    const HostLayout& h = hierarchy.layout();
+    // A multiple of L·H: every chunk of every ring has the same size.
+    const std::size_t M = 12 * static_cast<std::size_t>(h.host_chunks * h.hosts) * 7;
+    std::vector<float> x(M, 1.0f);
+    const Counters c = allreduce_sum(comm, x, hierarchical_options(hierarchy));
+    const std::size_t L = std::size_t(h.host_chunks), H = std::size_t(h.hosts);
+    const std::size_t P = std::size_t(h.host_size), bytes = M * sizeof(float);
+    // Intra-host: a host of L ranks runs one ring (2(L-1) rounds, 2(L-1)/L · M); a larger
+    // host two allreduces (4(P-1) rounds, 4(P-1)/P · M).
+    const bool even = P == L;
+    const std::size_t intra_rounds = even ? 2 * (L - 1) : 4 * (P - 1);
+    const std::size_t intra_bytes = even ? 2 * (L - 1) * bytes / L : 4 * (P - 1) * bytes / P;
+    // Inter-host, core ranks only: 2(H-1) rounds, 2(H-1)/H · M/L.
+    const std::size_t inter_rounds = h.core() ? 2 * (H - 1) : 0;
+    const std::size_t inter_bytes = h.core() ? 2 * (H - 1) * bytes / (L * H) : 0;
+    const std::string where = "N=" + std::to_string(N) + " K=" + std::to_string(K);
+    facts.check(c.inter_host_rounds == inter_rounds, where + " inter-host rounds");
+    facts.check(c.inter_host_bytes_sent == inter_bytes, where + " inter-host bytes");
+    facts.check(c.rounds == intra_rounds + inter_rounds, where + " rounds");
+    facts.check(c.bytes_sent == intra_bytes + inter_bytes, where + " bytes sent");
+    facts.check(c.bytes_received == c.bytes_sent, where + " bytes received");
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("hierarchical AsyncAllreduce: start, progress, wait equals blocking, bitwise") {
+  Communicator comm;
+  const int r = comm.rank();
+  Facts facts;
+  AsyncAllreduce reduction;  // reused across groupings and sizes
+  for (int K : kGroupings) {
+    Hierarchy hierarchy(comm, K);
+    const RingOptions options = hierarchical_options(hierarchy);
+    for (std::size_t M : {std::size_t{0}, std::size_t{5}, std::size_t{70001}}) {
+      std::vector<float> blocking = inputs(rough, r, M), async = blocking;
+      const Counters expected = allreduce_sum(comm, blocking, options);
+      reduction.start(comm, async, options);
+      volatile double work = 0;
+      while (!reduction.progress())  // "backward", polling in between
+        for (int k = 0; k < 1000; ++k) work = work + k;
+      const Counters c = reduction.wait();
+      const std::string where = "K=" + std::to_string(K) + " M=" + std::to_string(M);
+      facts.check(!reduction.active() && reduction.own_chunk_reduced(), where + " still active");
+      facts.check(std::memcmp(blocking.data(), async.data(), M * sizeof(float)) == 0,
+                  where + " async differs from blocking");
+      facts.check(c == expected, where + " counters differ");
+      facts.check(!reduction.sum_not_finite(), where + " finite sum reported not finite");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("hierarchical AsyncAllreduce: some rank sees a NaN of any rank's gradient") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  Facts facts;
+  AsyncAllreduce reduction;
+  for (int K : kGroupings) {
+    Hierarchy hierarchy(comm, K);
+    for (std::size_t at : {std::size_t{0}, std::size_t{500}, std::size_t{999}}) {
+      std::vector<float> x = inputs(rough, r, 1000);
+      if (r == N - 1) x[at] = std::numeric_limits<float>::quiet_NaN();
+      reduction.start(comm, x, hierarchical_options(hierarchy));
+      reduction.wait();
+      int seen = reduction.sum_not_finite() ? 1 : 0, any = 0;
+      MPI_Allreduce(&seen, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      facts.check(N == 1 || any == 1, "K=" + std::to_string(K) + " NaN at " +
+                                           std::to_string(at) + " seen by no rank");
+      facts.check(std::isnan(x[at]), "the sum lost the NaN");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("hierarchical: misuse is refused on every rank before any data moves") {
+  Communicator comm;
+  Hierarchy hierarchy(comm, 2);
+  std::vector<float> x(64, 1.0f);
+  RingOptions options = hierarchical_options(hierarchy);
+  REQUIRE_THROWS_AS(reduce_scatter_sum(comm, x, options), CollectiveError);
+  AsyncAllreduce reduction;
+  REQUIRE_THROWS_AS(reduction.start(comm, x, options, Collective::kAllGather), CollectiveError);
+  options.segments_in_flight = 0;  // invalid: the first phase refuses to start
+  REQUIRE_THROWS_AS(reduction.start(comm, x, options), CollectiveError);
+  REQUIRE(all_ranks(!reduction.active()));
+  options.hierarchy = nullptr;
+  REQUIRE_THROWS_AS(allreduce_sum(comm, x, options), CollectiveError);
+  MPI_Comm copy = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+  {
+    Communicator other(copy);
+    REQUIRE_THROWS_AS(reduction.start(other, x, hierarchical_options(hierarchy)),
+                      CollectiveError);
+  }
+  MPI_Comm_free(&copy);
+  REQUIRE(all_ranks(!reduction.active()));
+}
