@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ringtrain/collectives/async.hpp"
+#include "ringtrain/collectives/bf16.hpp"
 #include "ringtrain/collectives/buffer.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/cost_model.hpp"
