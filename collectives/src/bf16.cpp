@@ -35,8 +35,8 @@ RT_AVX512_BF16 inline __m512i encode_lanes(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
   const __m512i result = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
   return _mm512_maskz_srli_epi32(kAll, result, 16);  // 16 bf16 in the low halves of the lanes
 }
@@ -99,19 +99,22 @@ bool bf16_avx512_supported() {
 
 void encode_bf16(std::span<const float> in, std::span<Bf16> out, Bf16Kernels kernels) {
   check_lengths(in.size(), out.size(), "encode_bf16");
-  if (resolve(kernels) == Bf16Kernels::kAvx512) return encode_avx512(in.data(), out.data(), in.size());
+  if (resolve(kernels) == Bf16Kernels::kAvx512)
+    return encode_avx512(in.data(), out.data(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_bf16(in[i]);
 }
 
 void decode_bf16(std::span<const Bf16> in, std::span<float> out, Bf16Kernels kernels) {
   check_lengths(in.size(), out.size(), "decode_bf16");
-  if (resolve(kernels) == Bf16Kernels::kAvx512) return decode_avx512(in.data(), out.data(), in.size());
+  if (resolve(kernels) == Bf16Kernels::kAvx512)
+    return decode_avx512(in.data(), out.data(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = from_bf16(in[i]);
 }
 
 void add_bf16(std::span<const Bf16> in, std::span<float> inout, Bf16Kernels kernels) {
   check_lengths(in.size(), inout.size(), "add_bf16");
-  if (resolve(kernels) == Bf16Kernels::kAvx512) return add_avx512(in.data(), inout.data(), in.size());
+  if (resolve(kernels) == Bf16Kernels::kAvx512)
+    return add_avx512(in.data(), inout.data(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i) inout[i] += from_bf16(in[i]);
 }
 

@@ -4,14 +4,15 @@
 // decide rounding (0, 1, just below, at and above the midpoint, all ones): that covers ties,
 // subnormals, ±0, ±inf, NaNs and the largest finite value's rounding edge. Then random data
 // at every tail length of the 16-lane loop, and every bf16 value decoded.
-#include <catch2/catch.hpp>
+#include "ringtrain/collectives/bf16.hpp"
+
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "ringtrain/collectives/bf16.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 
 using namespace ringtrain::collectives;
@@ -29,7 +30,7 @@ Bf16 oracle_bf16(float x) {
   const auto above = static_cast<Bf16>(below + 1);
   const double lo = std::fabs(static_cast<double>(from_bf16(below)));
   const double hi = (above & 0x7fffu) == 0x7f80u ? std::ldexp(1.0, 128)
-                                                   : std::fabs(static_cast<double>(from_bf16(above)));
+                                                 : std::fabs(static_cast<double>(from_bf16(above)));
   const double ax = std::fabs(static_cast<double>(x));
   if (ax - lo < hi - ax) return below;
   if (ax - lo > hi - ax) return above;
@@ -123,7 +124,8 @@ TEST_CASE("bf16 kernels: every tail length, nothing written past the end") {
     bool ok = bits[n] == 0xabcd && back[n] == 42.0f && sum[n] == 1.0f;
     for (std::size_t i = 0; i < n; ++i) {
       ok = ok && bits[i] == to_bf16(values[i]);
-      ok = ok && std::bit_cast<std::uint32_t>(back[i]) == std::bit_cast<std::uint32_t>(from_bf16(bits[i]));
+      ok = ok && std::bit_cast<std::uint32_t>(back[i]) ==
+                     std::bit_cast<std::uint32_t>(from_bf16(bits[i]));
       const float expected = 1.0f + from_bf16(bits[i]);
       ok = ok && std::bit_cast<std::uint32_t>(sum[i]) == std::bit_cast<std::uint32_t>(expected);
     }
