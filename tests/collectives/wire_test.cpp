@@ -6,8 +6,7 @@
 // error against an fp64 sum stays within bf16_allreduce_error_bound(N); AsyncAllreduce gives
 // the blocking bits; MPI's own collectives refuse a bf16 wire.
 //
-// Inputs x_r[i] have all 23 fraction bits random (a bf16 rounding always has work to do),
-// signs mixed, magnitudes over 2^-4 .. 2^4, and differ by rank and position.
+// Inputs x_r[i] (random_floats.hpp) differ by rank and position.
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "mpi_test.hpp"
+#include "random_floats.hpp"
 #include "ringtrain/collectives/collectives.hpp"
 
 using namespace ringtrain::collectives;
@@ -23,18 +23,8 @@ using ringtrain::testing::Facts;
 
 namespace {
 
-std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 float input(int rank, std::size_t i) {
-  const std::uint64_t h = mix(static_cast<std::uint64_t>(rank) << 40 ^ i ^ 0x5eed);
-  const auto fraction = static_cast<std::uint32_t>(h & 0x7fffff);
-  const auto exponent = static_cast<std::uint32_t>(127 - 4 + (h >> 23) % 9);
-  const std::uint32_t sign = (h >> 40) & 1 ? 0x80000000u : 0;
-  return std::bit_cast<float>(sign | exponent << 23 | fraction);
+  return ringtrain::testing::random_float(static_cast<std::uint64_t>(rank) << 40 ^ i ^ 0x5eed);
 }
 
 std::vector<float> inputs(int rank, std::size_t M) {

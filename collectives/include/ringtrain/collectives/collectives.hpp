@@ -8,6 +8,7 @@
 #include "ringtrain/collectives/buffer.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/cost_model.hpp"
+#include "ringtrain/collectives/error_feedback.hpp"
 #include "ringtrain/collectives/options.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/ring_transfer.hpp"
