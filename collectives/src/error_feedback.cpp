@@ -18,9 +18,19 @@ void check_size(std::size_t expected, std::size_t got, const char* what) {
 
 }  // namespace
 
-void ErrorFeedback::add_to(std::span<float> gradient) {
-  check_size(residual_.size(), gradient.size(), "the gradient");
-  for (std::size_t i = 0; i < gradient.size(); ++i) gradient[i] += residual_[i];
+void ErrorFeedback::add_to(std::span<float> gradient, std::size_t offset) {
+  if (offset > residual_.size() || gradient.size() > residual_.size() - offset)
+    throw CollectiveError("ErrorFeedback: elements [" + std::to_string(offset) + ", " +
+                          std::to_string(offset + gradient.size()) +
+                          ") lie outside the residual of " + std::to_string(residual_.size()));
+  float* residual = residual_.data() + offset;
+  for (std::size_t i = 0; i < gradient.size(); ++i) {
+    gradient[i] += residual[i];
+    residual[i] = 0.0f;
+  }
+}
+
+void ErrorFeedback::clear() {
   std::fill(residual_.begin(), residual_.end(), 0.0f);
 }
 

@@ -108,16 +108,24 @@ TEST_CASE("error feedback: 100 steps of a bf16 wire track the fp32 wire's runnin
   REQUIRE_ALL_RANKS(facts);
 }
 
-TEST_CASE("error feedback: the residual is handed on once; sizes are checked") {
+TEST_CASE("error feedback: the residual is handed on once, part by part; sizes are checked") {
   ErrorFeedback feedback(3);
   std::vector<float> saved{0.5f, -0.25f, 0.125f};
   feedback.restore(saved);
+  std::vector<float> tail{1.0f, 1.0f};
+  feedback.add_to(tail, 1);  // elements 1 and 2 only
+  CHECK(tail == std::vector<float>{0.75f, 1.125f});
   std::vector<float> g{1.0f, 1.0f, 1.0f};
-  feedback.add_to(g);
-  CHECK(g == std::vector<float>{1.5f, 0.75f, 1.125f});
+  feedback.add_to(g);  // element 0 is all that is left
+  CHECK(g == std::vector<float>{1.5f, 1.0f, 1.0f});
   feedback.add_to(g);  // nothing left to hand on
-  CHECK(g == std::vector<float>{1.5f, 0.75f, 1.125f});
+  CHECK(g == std::vector<float>{1.5f, 1.0f, 1.0f});
+  feedback.restore(saved);
+  feedback.clear();
+  feedback.add_to(g);
+  CHECK(g == std::vector<float>{1.5f, 1.0f, 1.0f});
   std::vector<float> wrong(2);
-  CHECK_THROWS_AS(feedback.add_to(wrong), CollectiveError);
+  CHECK_THROWS_AS(feedback.add_to(wrong, 2), CollectiveError);
+  CHECK_THROWS_AS(feedback.add_to(g, 1), CollectiveError);
   CHECK_THROWS_AS(feedback.restore(wrong), CollectiveError);
 }

@@ -42,9 +42,13 @@ class ErrorFeedback {
   // A residual of `elements` zeros (no loss carried yet).
   explicit ErrorFeedback(std::size_t elements) : residual_(elements, 0.0f) {}
 
-  // gradient += residual, then residual <- 0 (the loss has been handed on). Call once per
-  // step, before the collective. Throws CollectiveError if the sizes differ.
-  void add_to(std::span<float> gradient);
+  // gradient += residual[offset, offset + gradient.size()), then that part of the residual
+  // <- 0 (the loss has been handed on). Call once per step for each part, before the part's
+  // collective. Throws CollectiveError if the part does not fit.
+  void add_to(std::span<float> gradient, std::size_t offset = 0);
+  // Forgets every loss: for a step whose gradient is thrown away (it took the residual with
+  // it; the new losses belong to that gradient).
+  void clear();
   // Where the collective writes this step's losses (RingTransfer::start, AsyncAllreduce::start).
   std::span<float> residual() { return residual_; }
   std::span<const float> residual() const { return residual_; }

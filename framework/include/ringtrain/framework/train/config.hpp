@@ -54,6 +54,7 @@ struct TrainConfig {
   int blas_threads = 0;                 // 0: cores per node / ranks per node
   GemmChoice gemm = GemmChoice::kAuto;  // blas.hpp: Kernels
   CollectiveKind collective = CollectiveKind::kRing;
+  collectives::Wire wire = collectives::Wire::kFp32;  // bf16: gradients rounded on the wire
 
   // overlap of the gradient sum with backward (gradient_reducer.hpp)
   std::size_t bucket_bytes = 0;    // bucket cap; 0: the default rule from the α-β model
