@@ -53,6 +53,7 @@ BucketRings::BucketRings(const coll::Communicator& comm, std::span<const coll::B
     rings_.back()->options = ring_options(ring, b, N);
   }
   agreement_options_ = ring_options(ring, buckets_.size(), N);
+  agreement_options_.wire = coll::Wire::kFp32;  // a count of ranks, not a gradient
 }
 
 void BucketRings::begin_step(std::size_t segments_in_flight) {
