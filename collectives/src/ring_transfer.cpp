@@ -163,7 +163,8 @@ void encode_keeping_loss(std::span<const float> values, std::span<Bf16> shadow,
   encode_bf16(values, shadow);
   for (std::size_t i = 0; i < residual.size(); ++i) {
     const float rounded = from_bf16(shadow[i]);
-    residual[i] = std::isfinite(rounded) ? values[i] - rounded : 0.0f;
+    // !(|v| <= FLT_MAX) for NaN and ±inf, written so that the loop vectorises.
+    residual[i] = std::fabs(rounded) <= FLT_MAX ? values[i] - rounded : 0.0f;
   }
 }
 
