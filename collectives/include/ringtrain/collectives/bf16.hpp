@@ -66,7 +66,8 @@ void encode_bf16(std::span<const float> in, std::span<Bf16> out,
 // out[i] = from_bf16(in[i]).
 void decode_bf16(std::span<const Bf16> in, std::span<float> out,
                  Bf16Kernels kernels = Bf16Kernels::kBest);
-// inout[i] += from_bf16(in[i]), one float32 addition per element.
+// inout[i] += from_bf16(in[i]), one float32 addition per element (when both are NaN, which
+// payload comes out depends on the operand order: the kernels may differ there).
 void add_bf16(std::span<const Bf16> in, std::span<float> inout,
               Bf16Kernels kernels = Bf16Kernels::kBest);
 
