@@ -17,7 +17,8 @@ AsyncAllreduce::~AsyncAllreduce() {
 }
 
 void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
-                           const RingOptions& options, Collective which) {
+                           const RingOptions& options, Collective which,
+                           std::span<float> residual) {
   if (active())
     throw CollectiveError("rank " + std::to_string(comm.rank()) +
                           ": AsyncAllreduce::start while the previous reduction is active");
@@ -25,6 +26,8 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
     throw CollectiveError(
         "AsyncAllreduce: a reduce-scatter or all-gather alone needs the ring "
         "algorithm (Algorithm::kRing), not MPI's allreduce");
+  if (options.wire != Wire::kFp32 && options.algorithm == Algorithm::kMpi)
+    throw CollectiveError("AsyncAllreduce: a bf16 wire needs the ring (Algorithm::kRing)");
   const Hierarchy* hierarchy = options.algorithm == Algorithm::kHierarchical
                                    ? &checked_hierarchy(comm, options, which)
                                    : nullptr;
@@ -34,7 +37,7 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
   mpi_not_finite_ = false;
   if (options.check_sizes) check_same_size(comm, data.size(), "AsyncAllreduce", options.wait);
   if (options.algorithm == Algorithm::kRing) {
-    ring_.start(comm, data, which, options);
+    ring_.start(comm, data, which, options, residual);
     return;
   }
   if (hierarchy != nullptr) {

@@ -72,6 +72,8 @@ Counters run_collective(RingTransfer& transfer, const Communicator& comm, std::s
   }
   if (options.check_sizes) check_same_size(comm, data.size(), name_of(which), options.wait);
   if (options.algorithm == Algorithm::kMpi) {
+    if (options.wire != Wire::kFp32)
+      throw CollectiveError(std::string(name_of(which)) + ": a bf16 wire needs the ring");
     if (comm.size() > 1) run_mpi(comm, data, which);
     return {};
   }

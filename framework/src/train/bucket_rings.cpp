@@ -24,11 +24,22 @@ coll::RingOptions ring_options(const coll::RingOptions& base, std::size_t index,
   return options;
 }
 
+// The elements the buckets cover: [0, end).
+std::size_t end_of(std::span<const coll::Bucket> buckets) {
+  std::size_t end = 0;
+  for (const coll::Bucket& k : buckets) end = std::max(end, k.offset + k.elements);
+  return end;
+}
+
 }  // namespace
 
 BucketRings::BucketRings(const coll::Communicator& comm, std::span<const coll::Bucket> buckets,
                          const coll::RingOptions& ring, bool zero, StepComm& account)
-    : comm_(comm), buckets_(buckets.begin(), buckets.end()), zero_(zero), account_(account) {
+    : comm_(comm),
+      buckets_(buckets.begin(), buckets.end()),
+      zero_(zero),
+      account_(account),
+      feedback_(ring.wire == coll::Wire::kBf16 ? end_of(buckets) : 0) {
   const int N = comm_.size();
   const long long last_tag =
       static_cast<long long>(ring.tag) + static_cast<long long>(buckets_.size() + 1) * 2 * N;
@@ -42,6 +53,7 @@ BucketRings::BucketRings(const coll::Communicator& comm, std::span<const coll::B
     rings_.back()->options = ring_options(ring, b, N);
   }
   agreement_options_ = ring_options(ring, buckets_.size(), N);
+  agreement_options_.wire = coll::Wire::kFp32;  // a count of ranks, not a gradient
 }
 
 void BucketRings::begin_step(std::size_t segments_in_flight) {
@@ -58,8 +70,13 @@ void BucketRings::start_sum(std::size_t b, std::span<float> grads) {
   BucketRing& f = *rings_[b];
   f.start_s = now_s();
   f.started = true;
+  std::span<float> residual = feedback_.residual();
+  if (!residual.empty()) {
+    feedback_.add_to(data, k.offset);
+    residual = residual.subspan(k.offset, k.elements);
+  }
   f.ring.start(comm_, data, f.options,
-               zero_ ? coll::Collective::kReduceScatter : coll::Collective::kAllreduce);
+               zero_ ? coll::Collective::kReduceScatter : coll::Collective::kAllreduce, residual);
   ++started_;
   if (comm_.size() > 1) ++account_.collectives;
   account_.bytes += double(data.size_bytes());
@@ -73,8 +90,9 @@ void BucketRings::start_gather(std::size_t b, std::span<float> params) {
   f.gather_start_s = now_s();
   f.gathering = true;
   ++gathering_;
-  f.ring.start(comm_, params.subspan(k.offset, k.elements), f.options,
-               coll::Collective::kAllGather);
+  coll::RingOptions options = f.options;
+  options.wire = coll::Wire::kFp32;  // parameters, not gradients: never rounded
+  f.ring.start(comm_, params.subspan(k.offset, k.elements), options, coll::Collective::kAllGather);
   if (comm_.size() > 1) ++account_.collectives;
 }
 

@@ -56,12 +56,13 @@ Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::u
   // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp);
   // only rank 0, which writes it, gathers it.
   const std::vector<FullOptimizerState> gathered = gather_optimizer_state_to_root(comm_, state);
+  const std::vector<float> residuals = gather_residuals_to_root(comm_, state);
   snap.header.step = state.progress.step;
   snap.header.epoch = epoch;
   snap.header.world_size = comm_.size();
   if (comm_.rank() == 0) {
     snap.header.config_json = config_json_;
-    snap.tree = capture(state, gathered, &spare_tree_);
+    snap.tree = capture(state, gathered, &spare_tree_, residuals);
   }
   return snap;
 }
@@ -142,8 +143,11 @@ SaveOutcome Checkpointer::finish_save() {
 std::optional<std::filesystem::path> Checkpointer::resume(
     const TrainingState& state, const std::string& what,
     const std::function<void(const std::string&)>& report) {
-  const checkpoint::Expected expected =
-      checkpoint::Expected::of(capture(state, gather_optimizer_state(comm_, state)));
+  // The residual's values do not matter to the schema, only its shape (N x M).
+  const std::vector<float> residual_shape(
+      state.feedback ? state.feedback->residual().size() * std::size_t(comm_.size()) : 0);
+  const checkpoint::Expected expected = checkpoint::Expected::of(
+      capture(state, gather_optimizer_state(comm_, state), nullptr, residual_shape));
   std::optional<checkpoint::Loaded> loaded;
   std::string error;
   try {
@@ -188,6 +192,7 @@ std::optional<std::filesystem::path> Checkpointer::resume(
            ": format version 1 (no seal): loaded without the whole-file digest and table of "
            "contents check");
   restore(loaded->tree, state);
+  restore_residual(loaded->tree, state, comm_.rank(), comm_.size());
   // A save interrupted after its rename (commit.hpp, steps 4-5) left the file we resume from
   // without LATEST naming it: finish that save's protocol now. Every rank is done reading.
   if (what == "auto") {

@@ -85,7 +85,10 @@ void GradientReducer::poll() {
 
 bool GradientReducer::finish(bool local_ok, const UpdatePiece& update) {
   agreement_.note_local(local_ok, grads_);
-  return overlap_ ? finish_overlapped(update) : finish_blocking(update);
+  const bool ok = overlap_ ? finish_overlapped(update) : finish_blocking(update);
+  // A step that is not applied throws its gradient away, and the residual it carried with it.
+  if (!ok) rings_.feedback().clear();
+  return ok;
 }
 
 // Overlap off: every bucket after backward, one after another, then the agreement, then the

@@ -30,11 +30,20 @@ bool per_bucket_update(const RunFacts& f) {
   return updates_per_bucket(f.reducer->options());
 }
 
+// The format the gradient sum travels in, and what that does to the sum.
+std::string wire_convention(const RunFacts& f) {
+  if (f.reducer->options().ring.wire == collectives::Wire::kFp32) return "fp32";
+  return "bf16: each rank rounds what it sends to bf16 (nearest even) and adds what it receives "
+         "in fp32; every rank ends with the same bits; each rank's rounding losses are added to "
+         "its next gradient (error feedback), and parameters (ZeRO-1's all-gather) stay fp32";
+}
+
 nlohmann::json reduction_json(const RunFacts& f) {
   return {{"convention", to_string(f.reduction)},
           {"scale", f.reduction == Reduction::kSumScaled ? "1/B" : "1/(b_r*N)"},
           {"samples_per_step", f.global_batch},
           {"collective", f.world > 1 ? "sum" : "none (N = 1)"},
+          {"wire", wire_convention(f)},
           {"description", describe(f.reduction)}};
 }
 

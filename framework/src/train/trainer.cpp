@@ -119,6 +119,7 @@ ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
     case CollectiveKind::kMpi: o.ring.algorithm = coll::Algorithm::kMpi; break;
     case CollectiveKind::kHierarchical: o.ring.algorithm = coll::Algorithm::kHierarchical; break;
   }
+  o.ring.wire = c.wire;
   if (c.segments_in_flight > 0) o.overlap_segments_in_flight = c.segments_in_flight;
   o.zero = c.zero == 1;
   return o;
@@ -328,8 +329,9 @@ void TrainingRun::open_run_directory() {
 
 // The training state, a resume if asked, and what depends on the step we start at.
 void TrainingRun::resume() {
-  state_ = std::make_unique<TrainingState>(TrainingState{
-      model_, step_->optimizer(), *sampler_, progress_, config_.seed, &step_->reducer().shard()});
+  state_ = std::make_unique<TrainingState>(
+      TrainingState{model_, step_->optimizer(), *sampler_, progress_, config_.seed,
+                    &step_->reducer().shard(), &step_->reducer().feedback()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
                                                  checkpoint_config(config_, facts_, model_).dump(),
                                                  config_.checkpoint_key);

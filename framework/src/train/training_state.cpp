@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <limits>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -54,6 +55,28 @@ bool sharded(const TrainingState& s) {
   return s.shard != nullptr && s.shard->sharded();
 }
 
+namespace {
+
+std::size_t residual_elements(const TrainingState& s) {
+  return s.feedback == nullptr ? 0 : s.feedback->residual().size();
+}
+
+}  // namespace
+
+std::vector<float> gather_residuals_to_root(const collectives::Communicator& comm,
+                                            const TrainingState& s) {
+  const std::size_t M = residual_elements(s);
+  if (M == 0) return {};
+  if (M > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw Error(fmt::format("wire residual of {} elements: too many for MPI_Gather", M));
+  const bool root = comm.rank() == 0;
+  std::vector<float> all(root ? M * static_cast<std::size_t>(comm.size()) : 0);
+  collectives::check_mpi(MPI_Gather(s.feedback->residual().data(), static_cast<int>(M), MPI_FLOAT,
+                                    all.data(), static_cast<int>(M), MPI_FLOAT, 0, comm.handle()),
+                         "MPI_Gather");
+  return all;
+}
+
 std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Communicator& comm,
                                                        const TrainingState& s) {
   std::vector<FullOptimizerState> full;
@@ -78,9 +101,8 @@ std::vector<FullOptimizerState> gather_optimizer_state_to_root(
   return full;
 }
 
-checkpoint::StateTree capture(const TrainingState& s,
-                              std::span<const FullOptimizerState> gathered,
-                              checkpoint::StateTree* recycle) {
+checkpoint::StateTree capture(const TrainingState& s, std::span<const FullOptimizerState> gathered,
+                              checkpoint::StateTree* recycle, std::span<const float> residuals) {
   checkpoint::StateTree tree;
   if (recycle) tree.reuse_storage(std::move(*recycle));
   const ParameterStore& params = s.model.parameters();
@@ -101,6 +123,14 @@ checkpoint::StateTree capture(const TrainingState& s,
     for (const ParameterEntry& e : params.entries())
       tree.put_array(Group::kOptimizer, views[v].name + "/" + e.name, dims_of(e.shape),
                      full.subspan(e.offset, e.size));
+  }
+  if (const std::size_t M = residual_elements(s); M > 0) {
+    if (residuals.empty() || residuals.size() % M != 0)
+      throw Error(
+          fmt::format("capture: the wire residual needs every rank's {} elements "
+                      "gathered first (got {})",
+                      M, residuals.size()));
+    tree.put_array(Group::kOptimizer, "wire_residual", {residuals.size() / M, M}, residuals);
   }
   tree.put_u64(Group::kOptimizer, "step_count", s.optimizer.step_count());
   tree.put_string(Group::kOptimizer, "describe", s.optimizer.describe());
@@ -184,6 +214,7 @@ void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
     if (sharded(s)) s.shard->take(full, view.values);
   }
   s.optimizer.set_step_count(tree.u64(Group::kOptimizer, "step_count"));
+  // The wire residual differs by rank: restore_residual takes this rank's row.
 
   s.sampler.restore({tree.u64(Group::kData, "seed"), tree.u64(Group::kData, "epoch"),
                      tree.u64(Group::kData, "position")});
@@ -199,6 +230,15 @@ void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
   p.window_loss = tree.f64(Group::kProgress, "window_loss");
   p.window_samples = tree.f64(Group::kProgress, "window_samples");
   p.window_steps = tree.u64(Group::kProgress, "window_steps");
+}
+
+void restore_residual(const checkpoint::StateTree& tree, const TrainingState& s, int rank,
+                      int world_size) {
+  const std::size_t M = residual_elements(s);
+  if (M == 0) return;
+  const auto all =
+      tree.array(Group::kOptimizer, "wire_residual", {static_cast<std::size_t>(world_size), M});
+  s.feedback->restore(all.subspan(static_cast<std::size_t>(rank) * M, M));
 }
 
 }  // namespace ringtrain

@@ -42,10 +42,12 @@ class AsyncAllreduce {
   // must stay alive and `data` untouched until wait() or progress() reports completion.
   // Throws CollectiveError (size mismatch, MPI failure, still active). `which` other than
   // kAllreduce (one half of the ring: schedule.hpp) needs Algorithm::kRing; with kMpi or
-  // kHierarchical it throws CollectiveError. kHierarchical needs options.hierarchy, built on
-  // `comm` (CollectiveError otherwise).
+  // kHierarchical it throws CollectiveError, and so does Wire::kBf16 with kMpi. kHierarchical
+  // needs options.hierarchy, built on `comm` (CollectiveError otherwise). `residual` (empty
+  // or data.size() floats, alive until completion) receives this rank's bf16 rounding
+  // losses: RingTransfer::start (ring_transfer.hpp).
   void start(const Communicator& comm, std::span<float> data, const RingOptions& options = {},
-             Collective which = Collective::kAllreduce);
+             Collective which = Collective::kAllreduce, std::span<float> residual = {});
   // Advances without blocking; true once the reduction is complete (and when idle).
   bool progress();
   // Blocks until complete (waiting as options.wait says); this rank's counters.

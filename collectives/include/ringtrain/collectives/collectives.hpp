@@ -5,11 +5,13 @@
 #pragma once
 
 #include "ringtrain/collectives/async.hpp"
+#include "ringtrain/collectives/bf16.hpp"
 #include "ringtrain/collectives/buffer.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/cost_model.hpp"
 #include "ringtrain/collectives/exact_sum.hpp"
 #include "ringtrain/collectives/hierarchical.hpp"
+#include "ringtrain/collectives/error_feedback.hpp"
 #include "ringtrain/collectives/options.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/ring_transfer.hpp"

@@ -1,5 +1,6 @@
-// Options of the ring collectives: which algorithm, how the buffer is cut into messages, how
-// a rank waits, whether sizes are checked, which tag the messages carry. Passed by value or
+// Options of the ring collectives: which algorithm, what format the data has on the wire, how
+// the buffer is cut into messages, how a rank waits, whether sizes are checked, which tag the
+// messages carry. Passed by value or
 // const reference; the defaults are what the measurements in bench/README-allreduce.md chose.
 #pragma once
 
@@ -16,8 +17,15 @@ enum class Algorithm { kRing, kMpi, kHierarchical };
 
 class Hierarchy;  // hierarchical.hpp
 
+// The format of the ring's messages. kFp32: the floats as they are. kBf16: every segment is
+// rounded to bf16 (bf16.hpp) when sent, half the bytes, and added or stored in fp32 on
+// arrival; ring_transfer.hpp states what this does to the sums and bounds the error. Only
+// the ring implements it (Algorithm::kMpi with kBf16 throws CollectiveError).
+enum class Wire { kFp32, kBf16 };
+
 struct RingOptions {
   Algorithm algorithm = Algorithm::kRing;
+  Wire wire = Wire::kFp32;
   // Bytes per message. Large enough to use MPICH/UCX's single-copy rendezvous path (> 32 KiB
   // here) and amortise the per-message cost, small enough to pipeline; with 2 in flight the
   // scratch (4 MiB) stays small enough not to evict the data (bench/README-allreduce.md,

@@ -12,6 +12,11 @@
 // full sum) -> updated (the optimizer has run on this rank's piece) -> gathering -> gathered
 // (ZeRO-1: every rank holds the bucket's updated parameters). Rings complete in any order.
 //
+// bf16 wire (RingOptions::wire): the gradient sums travel as bf16 with error feedback
+// (collectives/error_feedback.hpp): start_sum adds the bucket's part of this rank's residual
+// to the bucket's gradient, and the ring writes the new losses back. The ZeRO-1 all-gather
+// moves parameters, so it stays fp32.
+//
 // Tags: ring b uses [tag + b·2N, tag + (b+1)·2N), so rings in flight together never match
 // each other's messages; one more range, after the buckets', is kept for the step's
 // agreement (step_agreement.hpp).
@@ -25,6 +30,7 @@
 #include "ringtrain/collectives/async.hpp"
 #include "ringtrain/collectives/buckets.hpp"
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/error_feedback.hpp"
 #include "ringtrain/collectives/options.hpp"
 
 namespace ringtrain {
@@ -90,6 +96,10 @@ class BucketRings {
   // Completed MPI operations of this step's rings: a poll that changes it moved data.
   std::size_t events() const;
   const BucketRing& at(std::size_t b) const { return *rings_[b]; }
+  // This rank's rounding residual over the whole gradient buffer (empty on an fp32 wire):
+  // part of the training state.
+  collectives::ErrorFeedback& feedback() { return feedback_; }
+  const collectives::ErrorFeedback& feedback() const { return feedback_; }
   // The tag range after the buckets', for the step's agreement.
   const collectives::RingOptions& agreement_options() const { return agreement_options_; }
 
@@ -102,6 +112,7 @@ class BucketRings {
   bool zero_;
   StepComm& account_;
   std::vector<std::unique_ptr<BucketRing>> rings_;  // AsyncAllreduce does not move
+  collectives::ErrorFeedback feedback_;             // (gradient elements) on a bf16 wire, else 0
   collectives::RingOptions agreement_options_;
   std::size_t started_ = 0, summed_ = 0;      // this step (in flight between them)
   std::size_t gathering_ = 0, gathered_ = 0;  // ZeRO-1: all-gathers in flight / completed

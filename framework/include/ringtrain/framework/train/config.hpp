@@ -56,6 +56,7 @@ struct TrainConfig {
   GemmChoice gemm = GemmChoice::kAuto;  // blas.hpp: Kernels
   CollectiveKind collective = CollectiveKind::kRing;
   int ranks_per_host = 0;  // hierarchical: hosts of K consecutive ranks; 0: MPI's nodes
+  collectives::Wire wire = collectives::Wire::kFp32;  // bf16: gradients rounded on the wire
 
   // overlap of the gradient sum with backward (gradient_reducer.hpp)
   std::size_t bucket_bytes = 0;    // bucket cap; 0: the default rule from the α-β model

@@ -20,6 +20,10 @@
 //               completes, update(offset, count) applies the optimizer to it while later
 //               buckets are still in flight; it waits only when nothing else is left
 //
+// On a bf16 wire (ReducerOptions::ring.wire) each bucket's gradient takes this rank's
+// rounding residual before its ring starts (bucket_rings.hpp); a step that is not applied
+// drops the residual with its gradient.
+//
 // Overlap off: finish() runs the same buckets one after another, blocking, after backward,
 // then updates. Same buckets, same chunks, same sums: the two modes give bitwise the same
 // parameters (the optimizer is elementwise, so updating by pieces changes nothing either).
@@ -127,6 +131,9 @@ class GradientReducer {
   // have been all-gathered. Collective.
   bool finish(bool local_ok, const UpdatePiece& update);
   const StepComm& account() const { return account_; }
+  // This rank's bf16 rounding residual (empty on an fp32 wire): checkpointed state.
+  collectives::ErrorFeedback& feedback() { return rings_.feedback(); }
+  const collectives::ErrorFeedback& feedback() const { return rings_.feedback(); }
 
  private:
   bool finish_blocking(const UpdatePiece& update);

@@ -8,7 +8,7 @@
 //   ModeTable<E>   the table of enum E; choices<E>() its rows
 //   parse_choice<E>(text, flag)   the value named `text`, or a UsageError naming the flag
 //                                 and the allowed words
-// Enums that already exist elsewhere (Reduction, ProgressDriver, Conv2d::Algorithm) get
+// Enums that already exist elsewhere (Reduction, ProgressDriver, Conv2d::Algorithm, Wire) get
 // their table here; the rest are declared here.
 #pragma once
 
@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "ringtrain/collectives/options.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/train/progress_driver.hpp"
@@ -79,6 +80,10 @@ template <> struct ModeTable<CollectiveKind> {
   static constexpr Choice<CollectiveKind> kChoices[] = {
       {CollectiveKind::kRing, "ring"}, {CollectiveKind::kMpi, "mpi"},
       {CollectiveKind::kHierarchical, "hierarchical"}};
+};
+template <> struct ModeTable<collectives::Wire> {
+  static constexpr Choice<collectives::Wire> kChoices[] = {
+      {collectives::Wire::kFp32, "fp32"}, {collectives::Wire::kBf16, "bf16"}};
 };
 template <> struct ModeTable<Overlap> {
   static constexpr Choice<Overlap> kChoices[] = {

@@ -16,6 +16,10 @@
 // only its shard; the checkpoint still stores the full tensors, gathered from all ranks
 // (gather_optimizer_state), and on restore each rank takes its shard of them. So a file
 // written with --zero 1 at N = 2 resumes with --zero 0, or at N = 3, and the other way round.
+//
+// --wire bf16 adds /optimizer/wire_residual, (N, M): row r is rank r's rounding residual
+// (collectives/error_feedback.hpp), gathered to rank 0 for the save; on resume each rank
+// takes its row. It differs by rank, so such a file resumes at the same N only.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@
 
 #include "ringtrain/checkpoint/state_tree.hpp"
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/error_feedback.hpp"
 #include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/sequential.hpp"
@@ -54,6 +59,8 @@ struct TrainingState {
   std::uint64_t seed;
   // Which elements the optimizer's state covers; null: all of them (no sharding).
   const OptimizerShard* shard = nullptr;
+  // This rank's bf16 wire residual; null or empty: an fp32 wire, nothing to save.
+  collectives::ErrorFeedback* feedback = nullptr;
 };
 
 bool sharded(const TrainingState& state);
@@ -71,12 +78,20 @@ std::vector<FullOptimizerState> gather_optimizer_state(const collectives::Commun
 std::vector<FullOptimizerState> gather_optimizer_state_to_root(
     const collectives::Communicator& comm, const TrainingState& state);
 
+// Every rank's wire residual, rank after rank (N x M), on rank 0 only; empty on the other
+// ranks and without a residual. Collective.
+std::vector<float> gather_residuals_to_root(const collectives::Communicator& comm,
+                                            const TrainingState& state);
+
 // A sharded state needs its optimizer tensors gathered first (`gathered`, in the order of
 // optimizer.state()); throws Error otherwise. Unsharded, `gathered` is ignored. `recycle`:
-// an earlier capture whose array storage the new tree reuses (it is left empty).
+// an earlier capture whose array storage the new tree reuses (it is left empty). A state with
+// a wire residual needs all ranks' residuals (`residuals`, N x M, gather_residuals_to_root);
+// throws Error otherwise.
 checkpoint::StateTree capture(const TrainingState& state,
                               std::span<const FullOptimizerState> gathered = {},
-                              checkpoint::StateTree* recycle = nullptr);
+                              checkpoint::StateTree* recycle = nullptr,
+                              std::span<const float> residuals = {});
 
 // Throws UsageError unless the tree was written by a run with the same data order: the same
 // seed (/data/seed, /rng/seed), training set size and global batch as `state`. The file's
@@ -101,5 +116,9 @@ void check_same_data(const std::string& stored_config_json, const std::string& r
 // (checkpoint::Expected::of), so every entry exists with the right shape. A sharded optimizer
 // takes its shard of each full tensor.
 void restore(const checkpoint::StateTree& tree, const TrainingState& state);
+// Rank `rank`'s row of the wire residual (read against the schema of a capture with
+// `world_size` rows); nothing without a residual.
+void restore_residual(const checkpoint::StateTree& tree, const TrainingState& state, int rank,
+                      int world_size);
 
 }  // namespace ringtrain
