@@ -41,7 +41,7 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
     return;
   }
   if (hierarchy != nullptr) {
-    hierarchical_.start(*hierarchy, data, options);
+    hierarchical_.start(*hierarchy, data, options, residual);
     return;
   }
   if (comm.size() == 1 || data.empty()) return;

@@ -115,12 +115,17 @@ HierarchicalTransfer::~HierarchicalTransfer() {
 }
 
 void HierarchicalTransfer::start(const Hierarchy& hierarchy, std::span<float> data,
-                                 const RingOptions& options) {
+                                 const RingOptions& options, std::span<float> residual) {
   if (active())
     throw CollectiveError("rank " + std::to_string(hierarchy.host().rank()) +
                           ": HierarchicalTransfer::start while a previous transfer is active");
+  if (!residual.empty() && residual.size() != data.size())
+    throw CollectiveError("rank " + std::to_string(hierarchy.host().rank()) + ": residual has " +
+                          std::to_string(residual.size()) + " elements, data " +
+                          std::to_string(data.size()));
   hierarchy_ = &hierarchy;
   data_ = data;
+  residual_ = residual;
   options_ = options;
   counters_ = Counters{};
   events_ = 0;
@@ -146,18 +151,22 @@ void HierarchicalTransfer::start_phase(Phase phase) {
   const HostLayout& layout = hierarchy_->layout();
   const auto L = static_cast<std::size_t>(layout.host_chunks);
   const auto l = static_cast<std::size_t>(layout.local);
+  RingOptions inside = options_;  // within the host the sums stay fp32
+  inside.wire = Wire::kFp32;
   switch (phase) {
     case Phase::kHostReduce:
-      ring_.start(hierarchy_->host(), data_, host_collective(layout, true), options_);
+      ring_.start(hierarchy_->host(), data_, host_collective(layout, true), inside);
       ran_ = true;
       break;
-    case Phase::kCross:
+    case Phase::kCross: {
       if (!layout.core()) break;  // an extra rank has no host chunk
-      ring_.start(*hierarchy_->cross(), data_.subspan(chunk_begin(data_.size(), L, l),
-                                                      chunk_size(data_.size(), L, l)),
-                  Collective::kAllreduce, options_);
+      const std::size_t begin = chunk_begin(data_.size(), L, l);
+      const std::size_t size = chunk_size(data_.size(), L, l);
+      ring_.start(*hierarchy_->cross(), data_.subspan(begin, size), Collective::kAllreduce,
+                  options_, residual_.empty() ? residual_ : residual_.subspan(begin, size));
       ran_ = true;
       break;
+    }
     case Phase::kHostGather:
       if (layout.host_size > layout.host_chunks) {
         // Allreduce as a gather: -0.0f over what this rank does not own adds nothing.
@@ -166,7 +175,7 @@ void HierarchicalTransfer::start_phase(Phase phase) {
         std::fill(data_.begin(), data_.begin() + static_cast<std::ptrdiff_t>(begin), -0.0f);
         std::fill(data_.begin() + static_cast<std::ptrdiff_t>(begin + size), data_.end(), -0.0f);
       }
-      ring_.start(hierarchy_->host(), data_, host_collective(layout, false), options_);
+      ring_.start(hierarchy_->host(), data_, host_collective(layout, false), inside);
       ran_ = true;
       break;
     case Phase::kDone: break;

@@ -6,6 +6,8 @@
 // Inputs for the comparisons with the flat ring are not integers (sin), so the two summation
 // orders round differently and only the tolerance can hold; the exact-sum case uses
 // integers, whose sums are exact in float.
+#include <mpi.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -158,6 +160,67 @@ TEST_CASE("hierarchical counters: the cost model's rounds and bytes") {
     facts.check(c.rounds == intra_rounds + inter_rounds, where + " rounds");
     facts.check(c.bytes_sent == intra_bytes + inter_bytes, where + " bytes sent");
     facts.check(c.bytes_received == c.bytes_sent, where + " bytes received");
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+// Σ over ranks of x (doubles), on every rank. Collective.
+std::vector<double> sum_over_ranks(std::vector<double> x) {
+  MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(x.size()), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  return x;
+}
+
+// A bf16 wire rounds on the cross-host ring only: with one host nothing is rounded; the
+// inter-host bytes halve and the intra-host ones do not; the result is within the bf16 bound
+// over H hosts of the fp32 one, with the same bits on every rank; this rank's residual is
+// non-zero only inside its own host chunk, and with every rank's residual added back the
+// sum is the exact one to fp32 accuracy (what error feedback relies on).
+TEST_CASE("hierarchical with a bf16 wire: rounded between hosts only, residuals complete") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  const std::size_t M = 70001;
+  Facts facts;
+  for (int K : kGroupings) {
+    Hierarchy hierarchy(comm, K);
+    const HostLayout& h = hierarchy.layout();
+    RingOptions options = hierarchical_options(hierarchy);
+    std::vector<float> fp32 = inputs(rough, r, M), bf16 = fp32, residual(M, 0.0f);
+    const Counters c32 = allreduce_sum(comm, fp32, options);
+    options.wire = Wire::kBf16;
+    AsyncAllreduce reduction;
+    reduction.start(comm, bf16, options, Collective::kAllreduce, residual);
+    const Counters c16 = reduction.wait();
+    const std::string where = "N=" + std::to_string(N) + " K=" + std::to_string(K);
+    facts.check(c16.inter_host_bytes_sent * 2 == c32.inter_host_bytes_sent,
+                where + " inter-host bytes not halved");
+    facts.check(c16.bytes_sent - c16.inter_host_bytes_sent ==
+                    c32.bytes_sent - c32.inter_host_bytes_sent,
+                where + " intra-host bytes changed");
+    facts.check(all_ranks(same_bits_on_all_ranks(bf16)), where + " ranks' bits differ");
+    const std::size_t L = std::size_t(h.host_chunks), l = std::size_t(h.local);
+    const std::size_t begin = h.core() ? chunk_begin(M, L, l) : 0;
+    const std::size_t end = h.core() ? begin + chunk_size(M, L, l) : 0;
+    std::vector<double> losses(residual.begin(), residual.end());
+    const std::vector<double> all_losses = sum_over_ranks(losses);
+    const double bound = bf16_allreduce_error_bound(h.hosts);
+    for (std::size_t i = 0; i < M; ++i) {
+      double exact = 0.0, scale = 0.0;
+      for (int q = 0; q < N; ++q) {
+        exact += double(rough(q, i));
+        scale += std::fabs(double(rough(q, i)));
+      }
+      const std::string at = where + " element " + std::to_string(i);
+      if (!facts.check(residual[i] == 0.0f || (i >= begin && i < end),
+                       at + ": a residual outside this rank's host chunk") ||
+          !facts.check(h.hosts > 1 || (bf16[i] == fp32[i] && residual[i] == 0.0f),
+                       at + ": one host, yet rounded") ||
+          !facts.check(std::fabs(double(bf16[i]) - double(fp32[i])) <= (bound + 1e-5) * scale,
+                       at + ": beyond the bf16 bound of the fp32 sum") ||
+          !facts.check(std::fabs(double(bf16[i]) + all_losses[i] - exact) <= 1e-5 * scale,
+                       at + ": result + residuals is not the exact sum"))
+        break;
+    }
   }
   REQUIRE_ALL_RANKS(facts);
 }

@@ -261,8 +261,9 @@ std::vector<TrainOption> parallel_options() {
              "gradients cross the wire as fp32, or as bf16 (half the bytes: rounded to nearest "
              "even, added in fp32, each rank's rounding losses fed into its next gradient)",
              [](const TrainConfig& c, int) {
-               require(c.wire == collectives::Wire::kFp32 || c.collective == CollectiveKind::kRing,
-                       "--wire bf16 is done by the ring: it needs --collective ring");
+               require(c.wire == collectives::Wire::kFp32 || c.collective != CollectiveKind::kMpi,
+                       "--wire bf16 is done by the ring: it needs --collective ring or "
+                       "hierarchical (which rounds between hosts only)");
              }),
       option("bucket-bytes", &TrainConfig::bucket_bytes,
              "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B model, "

@@ -32,9 +32,14 @@ bool per_bucket_update(const RunFacts& f) {
 
 // The format the gradient sum travels in, and what that does to the sum.
 std::string wire_convention(const RunFacts& f) {
-  if (f.reducer->options().ring.wire == collectives::Wire::kFp32) return "fp32";
-  return "bf16: each rank rounds what it sends to bf16 (nearest even) and adds what it receives "
-         "in fp32; every rank ends with the same bits; each rank's rounding losses are added to "
+  const collectives::RingOptions& ring = f.reducer->options().ring;
+  if (ring.wire == collectives::Wire::kFp32) return "fp32";
+  const std::string where = ring.algorithm == collectives::Algorithm::kHierarchical
+                                ? " between hosts (sums within a host stay fp32)"
+                                : "";
+  return "bf16" + where +
+         ": each rank rounds what it sends to bf16 (nearest even) and adds what it receives in "
+         "fp32; every rank ends with the same bits; each rank's rounding losses are added to "
          "its next gradient (error feedback), and parameters (ZeRO-1's all-gather) stay fp32";
 }
 

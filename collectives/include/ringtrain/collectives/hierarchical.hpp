@@ -149,9 +149,13 @@ class HierarchicalTransfer {
 
   // Begins data <- Σ over the ranks of the hierarchy's world, in place. Collective: every
   // rank starts with the same data.size() and options; `hierarchy` and `data` must outlive
-  // the transfer. Each phase's ring uses options.tag on its own sub-communicator. Throws
-  // CollectiveError if still active or options are invalid.
-  void start(const Hierarchy& hierarchy, std::span<float> data, const RingOptions& options);
+  // the transfer. Each phase's ring uses options.tag on its own sub-communicator. With
+  // options.wire = Wire::kBf16 only the cross-host ring rounds to bf16 (the link is the slow
+  // part; inside the host the sums stay fp32), and `residual` (empty or data.size() floats)
+  // receives this rank's rounding losses there, as RingTransfer::start says; the rest of it
+  // is left untouched. Throws CollectiveError if still active or options are invalid.
+  void start(const Hierarchy& hierarchy, std::span<float> data, const RingOptions& options,
+             std::span<float> residual = {});
   // Polls without blocking, moving on to the next phase when one ends; true once complete.
   bool progress();
   // Blocks until complete; this rank's counters.
@@ -177,6 +181,7 @@ class HierarchicalTransfer {
 
   const Hierarchy* hierarchy_ = nullptr;
   std::span<float> data_;
+  std::span<float> residual_;  // bf16 wire: this rank's losses of the cross-host ring
   RingOptions options_;
   Phase phase_ = Phase::kDone;
   bool ran_ = false;  // the current phase started ring_
