@@ -41,6 +41,12 @@ std::vector<float> inputs(float (*value)(int, std::size_t), int rank, std::size_
   return x;
 }
 
+// Same length and the same bits (memcmp is not given the null data() of an empty vector).
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 // Groupings to try: 0 (shared memory), then hosts of 1, 2 and 3 ranks.
 constexpr int kGroupings[] = {0, 1, 2, 3};
 
@@ -123,7 +129,7 @@ TEST_CASE("hierarchical allreduce: exact sums, the flat ring's, same bits, exact
                          where + " element " + std::to_string(i) + " differs from the ring"))
           break;
       }
-      facts.check(std::memcmp(once.data(), twice.data(), M * sizeof(float)) == 0,
+      facts.check(bitwise_equal(once, twice),
                   where + " repeated call not bitwise identical");
       facts.check(all_ranks(same_bits_on_all_ranks(once)), where + " ranks' bits differ");
       facts.check(c == hierarchical_counters(M, hierarchy.layout()),
@@ -243,7 +249,7 @@ TEST_CASE("hierarchical AsyncAllreduce: start, progress, wait equals blocking, b
       const Counters c = reduction.wait();
       const std::string where = "K=" + std::to_string(K) + " M=" + std::to_string(M);
       facts.check(!reduction.active() && reduction.own_chunk_reduced(), where + " still active");
-      facts.check(std::memcmp(blocking.data(), async.data(), M * sizeof(float)) == 0,
+      facts.check(bitwise_equal(blocking, async),
                   where + " async differs from blocking");
       facts.check(c == expected, where + " counters differ");
       facts.check(!reduction.sum_not_finite(), where + " finite sum reported not finite");
