@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -167,8 +168,8 @@ def train_contenders(args, mpiexec, ranks, env):
             order = names if round_index % 2 == 0 else names[::-1]
             for name, extra in order:
                 run_dir = os.path.join(tmp, f"{name}-{round_index}")
-                proc = subprocess.run([mpiexec, "-n", str(ranks)] + train_args(args, ranks, run_dir) + extra,
-                                      env=env, capture_output=True, text=True)
+                proc = run_until_finished([mpiexec, "-n", str(ranks)] + train_args(args, ranks, run_dir)
+                                          + extra, env, run_dir, args.train_steps)
                 if finished(run_dir, args.train_steps):  # MPI_Finalize may hang after (README)
                     runs[name].append(summarize_run(run_dir))
                 else:
@@ -184,6 +185,31 @@ def train_contenders(args, mpiexec, ranks, env):
             rec["error"] = errors[name]
         out.append(rec)
     return out
+
+
+def run_until_finished(cmd, env, run_dir, steps, grace_s=10.0):
+    """Runs cmd; once the run has written its results, waits grace_s for MPI_Finalize, which
+    can hang over UCX's TCP transport here, then stops the job (SIGTERM to mpiexec, which
+    forwards it to the ranks). Returns the CompletedProcess-like result."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True,
+                                stdin=subprocess.DEVNULL)
+        done_at = None
+        while proc.poll() is None:
+            if done_at is None and finished(run_dir, steps):
+                done_at = time.monotonic()
+            if done_at is not None and time.monotonic() - done_at > grace_s:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                break
+            time.sleep(0.2)
+        proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
 
 def finished(run_dir, steps):

@@ -38,7 +38,6 @@ Checkpointer::Checkpointer(const collectives::Communicator& comm, std::filesyste
   if (!all_agree(comm_, error.empty()))
     throw AgreedError(error.empty() ? "the checkpoint key failed to load on another rank"
                                     : "cannot use the checkpoint key: " + error);
-  if (comm_.rank() == 0) std::filesystem::create_directories(dir_);
 }
 
 const checkpoint::MacKey* Checkpointer::key() const {
@@ -70,6 +69,8 @@ Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::u
 std::string Checkpointer::persist(const Snapshot& snap) const {
   std::string error;
   try {
+    // Made at the first save, so a run refused at start leaves no folder behind.
+    std::filesystem::create_directories(dir_);
     const std::filesystem::path partial =
         checkpoint::write_partial(dir_, snap.header.step, snap.header, snap.tree, key());
     const std::filesystem::path final_path = checkpoint::commit(dir_, partial);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/clock.hpp"
@@ -140,7 +141,8 @@ class TrainingRun {
   void prepare_model(const Shape& input_shape);
   void build_step();
   void open_run_directory();
-  void resume();
+  std::optional<std::filesystem::path> load_checkpoint();
+  void continue_from(const std::optional<std::filesystem::path>& resumed_from);
   double job_mtbf_from_hosts();
   void count_skipped(std::uint64_t step, bool applied);
   void account(const StepOutcome& outcome, std::uint64_t step);
@@ -211,12 +213,15 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   plan_batches_and_steps();
   prepare_model(input_shape);
   build_step();
+  // A refused resume (another model, other data, no valid checkpoint) stops every rank before
+  // the run directory's manifest and config are rewritten.
+  const std::optional<std::filesystem::path> resumed_from = load_checkpoint();
   // Only rank 0 writes it, but a refusal (a folder that holds another run) stops every rank.
   load_agreed(comm_, [&] {
     if (leader_) open_run_directory();
     return 0;
   });
-  resume();
+  continue_from(resumed_from);
 }
 
 void TrainingRun::say(const std::string& line) const {
@@ -327,17 +332,21 @@ void TrainingRun::open_run_directory() {
   warn_if_wrong_reduction(facts_.reduction);
 }
 
-// The training state, a resume if asked, and what depends on the step we start at.
-void TrainingRun::resume() {
+// The training state and, with --resume, the checkpoint it continues from (nothing yet written).
+std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
   state_ = std::make_unique<TrainingState>(
       TrainingState{model_, step_->optimizer(), *sampler_, progress_, config_.seed,
                     &step_->reducer().shard(), &step_->reducer().feedback()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
                                                  checkpoint_config(config_, facts_, model_).dump(),
                                                  config_.checkpoint_key);
+  if (config_.resume.empty()) return std::nullopt;
+  return checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });
+}
+
+// What depends on the step we start at: the resume's records, the save policy, the logs.
+void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from) {
   if (!config_.resume.empty()) {
-    const auto from =
-        checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });
     if (from)
       say(fmt::format("resumed from {} at step {} (epoch {}, position {})", from->string(),
                       progress_.step, sampler_->state().epoch, sampler_->state().position));
