@@ -6,7 +6,9 @@
 #    test MSE below 2 % of the test targets' variance (an untrained model sits near 100 %,
 #    the noise floor at 0.1 %), so the test fails when the model does not learn
 #  - N = 1 and N = 2 with uneven local batches (5 + 11) give parameters equal within 1e-5
-#    and test MSEs equal within 1e-5 (relative)
+#    and test MSEs equal within 1e-5 (relative); the N = 2 run stopped at step 100 and
+#    resumed is bitwise the uninterrupted one, with the same final and best test MSE
+#  - --target 0.01 stops at the first evaluation whose test MSE is <= 0.01
 #  - `eval` at N = 1 and N = 2 prints the test MSE and loss of the run's final evaluation in
 #    metrics.jsonl exactly; its predictions are float32 (203, 2) whose MSE against test y is
 #    the printed one; the manifest names the metric and the target's direction
@@ -60,13 +62,19 @@ spec() {  # spec OUT: linear 8, then linear OUT
 spec '"classes"' >linear.toml
 spec 3 >wrong_width.toml
 
-train() {  # train N RUN_DIR LOCAL_BATCHES DATA
-  "$mpiexec" -n "$1" "$ringtrain" train --data "$4" --model linear.toml --global-batch 16 \
-    --local-batches "$3" --steps 200 --eval-every 50 --lr 0.02 --seed 3 --run-dir "$2" --quiet \
-    </dev/null >out.txt 2>err.txt || fail "training at N=$1 (exit $?)"
+train() {  # train N RUN_DIR LOCAL_BATCHES DATA [MORE FLAGS]
+  local n=$1 dir=$2 local_batches=$3 data=$4; shift 4
+  "$mpiexec" -n "$n" "$ringtrain" train --data "$data" --model linear.toml --global-batch 16 \
+    --local-batches "$local_batches" --steps 200 --eval-every 50 --lr 0.02 --seed 3 \
+    --run-dir "$dir" --quiet "$@" </dev/null >out.txt 2>err.txt || fail "training at N=$n (exit $?)"
 }
 train 1 run1 16 data.h5
 train 2 run2 5,11 data.h5
+# The same run stopped at step 100 and resumed: the loss and the best MSE come back with it.
+train 2 run3 5,11 data.h5 --steps 100
+train 2 run3 5,11 data.h5 --resume auto
+# --target 0.01: stops at the first evaluation with test MSE <= 0.01.
+train 1 run4 16 data.h5 --eval-every 10 --target 0.01
 
 "$python" - <<'PY' || fail "the runs"
 import json
@@ -101,6 +109,22 @@ assert p1.keys() == p2.keys() and p1, (p1.keys(), p2.keys())
 worst = max(float(np.abs(p1[k] - p2[k]).max()) for k in p1)
 assert worst <= 1e-5, worst
 print(f"ok: N=1 and N=2 (5 + 11): parameters within {worst:.2g}, test MSEs {finals}")
+p3 = params("run3")
+assert all(np.array_equal(p2[k], p3[k]) for k in p2), "the resumed run differs"
+m2, m3 = (json.load(open(f"{r}/manifest.json"))["results"] for r in ("run2", "run3"))
+assert m3["final_test_mse"] == m2["final_test_mse"], (m2, m3)
+assert m3["best_test_mse"] == m2["best_test_mse"], (m2, m3)
+print("ok: stopped at step 100 and resumed: bitwise the uninterrupted run, same best test MSE")
+m4 = json.load(open("run4/manifest.json"))
+evals = [json.loads(l) for l in open("run4/metrics.jsonl")]
+evals = [r for r in evals if "test_mse" in r]
+first = next(r["step"] for r in evals if r["test_mse"] <= 0.01)
+r = m4["results"]
+assert r["target_reached"] and r["steps_to_target"] == first == r["steps"] < 200, (r, first)
+assert all(e["test_mse"] > 0.01 for e in evals[:-1]), evals
+assert m4["config"]["target"] == 0.01 and m4["config"]["target-accuracy"] == 0.01, m4["config"]
+assert m4["stopping_rule"].startswith("stop at the first evaluation with test MSE <= 0.01"), m4
+print(f"ok: --target 0.01 reached at step {first} (test MSE <= target), the run stopped there")
 PY
 
 for n in 1 2; do
