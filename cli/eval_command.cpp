@@ -1,5 +1,6 @@
 // `ringtrain eval CHECKPOINT --data PATH [--predictions OUT.npy]`: a checkpoint's model on the
-// test split of PATH, its accuracy and loss, and optionally every sample's predicted class.
+// test split of PATH, its metric (test accuracy, or test MSE for a regression model) and loss,
+// and optionally every sample's predicted class (or output values).
 //
 //   1. every rank reads the checkpoint as a resume does (an untrusted file, parsed in a
 //      contained reader child): the model's spec comes from the file (the canonical TOML a
@@ -7,8 +8,9 @@
 //      model, whose spec is compiled in), then its parameters and BatchNorm statistics
 //   2. every rank loads PATH (any layout of --data), builds the model for it, and the ranks
 //      split the test samples as the trainer's evaluation does (evaluation.hpp)
-//   3. rank 0 prints the metric and writes OUT.npy (int64, shape (n)) through a temporary
-//      file and a rename: nothing half-written stays behind
+//   3. rank 0 prints the metric and writes OUT.npy (int64 classes of shape (n); for regression
+//      float32 outputs shaped as the test y, (n) or (n, k)) through a temporary file and a
+//      rename: nothing half-written stays behind
 // A defect of the checkpoint or the data, or data the model does not fit, is one line and
 // exit 2 on every rank (they agree first), with no predictions file.
 #include <fmt/format.h>
@@ -75,6 +77,7 @@ struct StoredRun {
   models::ModelSpec spec;
   std::optional<Shape> sample_shape;  // absent in files written before it was stored
   std::optional<std::size_t> classes;
+  std::optional<std::size_t> targets;  // regression: outputs per sample (files with "loss")
 };
 
 // The run's options from the header's JSON (untrusted: each value goes through its option's
@@ -141,11 +144,29 @@ StoredRun read_stored_run(const std::string& file, const ck::MacKey* key) {
       throw UsageError(file + ": the stored classes is not a whole number");
     run.classes = json["classes"].get<std::size_t>();
   }
+  if (json.contains("targets")) {
+    if (!json["targets"].is_number_unsigned())
+      throw UsageError(file + ": the stored targets is not a whole number");
+    run.targets = json["targets"].get<std::size_t>();
+  }
   return run;
 }
 
-// Refuses data whose samples or classes differ from those the model was trained on.
+// Refuses data whose samples, classes, targets or kind of y (labels or targets) differ from
+// those the model was trained on.
 void check_fits(const StoredRun& run, const data::DataInfo& data, const std::string& file) {
+  const bool trained_on_targets = run.config.loss == LossChoice::kMse;
+  if (trained_on_targets != data.regression())
+    throw UsageError(
+        fmt::format("{} holds {}, but the model in {} was trained with --loss {} on {}", data.path,
+                    data.regression() ? "float32 regression targets" : "integer class labels", file,
+                    trained_on_targets ? "mse" : "cross-entropy",
+                    trained_on_targets ? "regression targets" : "class labels"));
+  if (run.targets && *run.targets != data.num_targets)
+    throw UsageError(
+        fmt::format("{} holds {} targets per sample, but the model in {} has {} "
+                    "outputs",
+                    data.path, data.num_targets, file, *run.targets));
   if (run.sample_shape && *run.sample_shape != data.sample_shape)
     throw UsageError(fmt::format(
         "{} holds samples of shape {}, but the model in {} was trained on samples of shape {}",
@@ -179,6 +200,36 @@ void use_run_threads(const collectives::Communicator& comm, const TrainConfig& c
   blas::set_kernels(blas::resolve_kernels(name_of(config.gemm)));
 }
 
+struct PredictionFile {
+  Evaluation evaluation;
+  Metric metric;
+};
+
+// Evaluates `model` on the test split and, if asked, rank 0 writes the predictions: classes
+// as int64 (n), or a regression model's outputs as float32 shaped as the test y. Collective.
+PredictionFile evaluate_and_write(const collectives::Communicator& comm, Sequential& model,
+                                  const data::DataSplits& data, std::uint64_t seed,
+                                  const EvalArgs& args) {
+  const data::Dataset& test = data.test;
+  std::string bytes;
+  Evaluation e;
+  if (test.regression()) {
+    std::vector<float> outputs(test.size() * test.num_targets);
+    e = evaluate(comm, model, test, seed, outputs);
+    if (!args.predictions.empty())
+      bytes = data::npy_float32_array(outputs, data.info.arrays[3].shape);
+  } else {
+    std::vector<std::int64_t> predictions(test.size());
+    e = evaluate(comm, model, test, seed, predictions);
+    if (!args.predictions.empty()) bytes = data::npy_int64_vector(predictions);
+  }
+  agreed<AgreedError>(comm, [&] {
+    if (comm.rank() == 0 && !args.predictions.empty())
+      write_file_atomically(args.predictions, bytes);
+  });
+  return {e, metric_for(test.regression())};
+}
+
 int run_eval(const EvalArgs& args) {
   collectives::Communicator comm;
   const bool leader = comm.rank() == 0;
@@ -190,23 +241,20 @@ int run_eval(const EvalArgs& args) {
     run = read_stored_run(args.checkpoint, key ? &*key : nullptr);
     data = data::load_data(args.data);
     check_fits(run, data.info, args.checkpoint);
-    model = models::build_model(run.spec, data.info.sample_shape, data.info.num_classes,
-                                run.config.conv_algorithm);
+    model = models::build_model(run.spec, data.info.sample_shape, data.info.outputs(),
+                                run.config.conv_algorithm,
+                                data.info.regression() ? "regression targets" : "classes");
     model->plan(data.info.sample_shape, kEvalChunk);
     load_weights(args.checkpoint, run, *model, key ? &*key : nullptr);
   });
   use_run_threads(comm, run.config);
-  std::vector<std::int64_t> predictions(data.test.size());
-  const Evaluation e = evaluate(comm, *model, data.test, run.config.seed, predictions);
-  agreed<AgreedError>(comm, [&] {
-    if (leader && !args.predictions.empty())
-      write_file_atomically(args.predictions, data::npy_int64_vector(predictions));
-  });
+  const PredictionFile out = evaluate_and_write(comm, *model, data, run.config.seed, args);
   if (leader)
-    std::printf("%s (step %llu) on %s: %zu test samples, test accuracy %s, test loss %s%s\n",
+    std::printf("%s (step %llu) on %s: %zu test samples, %s %s, test loss %s%s\n",
                 args.checkpoint.c_str(), (unsigned long long)run.file.header.step,
-                data.info.path.c_str(), data.test.size(), fmt::format("{}", e.accuracy).c_str(),
-                fmt::format("{}", e.loss).c_str(),
+                data.info.path.c_str(), data.test.size(), out.metric.label,
+                fmt::format("{}", out.metric.of(out.evaluation)).c_str(),
+                fmt::format("{}", out.evaluation.loss).c_str(),
                 args.predictions.empty() ? "" : ("; predictions in " + args.predictions).c_str());
   return 0;
 }
@@ -216,13 +264,15 @@ int run_eval(const EvalArgs& args) {
 void add_eval(CLI::App& app, Runner& run) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand(
-      "eval", "a checkpoint's model on the test split of --data: accuracy, loss, predictions");
+      "eval",
+      "a checkpoint's model on the test split of --data: accuracy (or MSE), loss, predictions");
   sub->add_option("CHECKPOINT", args->checkpoint, "checkpoint file (.h5)")->required();
   sub->add_option("--data", args->data,
                   "IDX folder, HDF5 file or .npy folder (default: the Debian package's "
                   "Fashion-MNIST)");
   sub->add_option("--predictions", args->predictions,
-                  "write each test sample's predicted class here (.npy, int64, shape (n))");
+                  "write each test sample's predicted class here (.npy, int64, shape (n)); for a "
+                  "regression model its outputs (float32, shaped as the test y)");
   sub->add_option("--checkpoint-key", args->key_file,
                   "MAC key file: refuse files not signed with it (default: "
                   "$RINGTRAIN_CHECKPOINT_KEY_FILE)");

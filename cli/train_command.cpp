@@ -111,11 +111,14 @@ void add_train(CLI::App& app, Runner& run) {
     run = [config, faults]() -> int {
       collectives::Communicator comm;
       const models::ModelSpec spec = agreed_model_spec(comm, *config);
-      // The model fits the data's sample shape and classes, known once --data is loaded.
+      // The model fits the data's sample shape and classes (or regression targets), known
+      // once --data is loaded.
       Trainer trainer(
           *config,
-          [config, spec](const Shape& input, std::size_t classes) {
-            return models::build_model(spec, input, classes, config->conv_algorithm);
+          [config, spec](const data::DataInfo& data) {
+            return models::build_model(spec, data.sample_shape, data.outputs(),
+                                       config->conv_algorithm,
+                                       data.regression() ? "regression targets" : "classes");
           },
           comm);
       // A stuck rank ends the whole job (MPI_Abort), not just itself.

@@ -1,5 +1,7 @@
-// Softmax cross-entropy, computed stably: shift by the row maximum before exp.
+// The losses of loss.hpp. Softmax cross-entropy is computed stably: shift by the row maximum
+// before exp.
 //   log p[c] = z[c] - m - log Σ_j exp(z[j] - m),   m = max_j z[j]
+// Squared error sums in double, as the cross-entropy does.
 #include "ringtrain/framework/loss.hpp"
 
 #include <cmath>
@@ -48,6 +50,27 @@ LossResult softmax_cross_entropy_eval(std::span<const float> logits,
     std::size_t argmax = 0;
     result.loss_sum += row_loss(logits.data() + i * classes, classes, labels[i], nullptr, &argmax);
     result.correct += argmax == std::size_t(labels[i]) ? 1 : 0;
+  }
+  return result;
+}
+
+LossResult squared_error(std::span<const float> outputs, std::span<const float> targets,
+                         std::size_t n, std::size_t width, float scale, std::span<float> doutputs) {
+  LossResult result;
+  for (std::size_t j = 0; j < n * width; ++j) {
+    const float residual = outputs[j] - targets[j];  // ŷ - y
+    result.loss_sum += 0.5 * double(residual) * double(residual);
+    doutputs[j] = scale * residual;  // dŷ = scale · (ŷ - y)
+  }
+  return result;
+}
+
+LossResult squared_error_eval(std::span<const float> outputs, std::span<const float> targets,
+                              std::size_t n, std::size_t width) {
+  LossResult result;
+  for (std::size_t j = 0; j < n * width; ++j) {
+    const float residual = outputs[j] - targets[j];  // as in training
+    result.loss_sum += 0.5 * double(residual) * double(residual);
   }
   return result;
 }

@@ -39,8 +39,9 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& l, const Shape& in, const Sha
 }  // namespace
 
 std::unique_ptr<Sequential> build_model(const ModelSpec& spec, const Shape& input,
-                                        std::size_t classes, Conv2d::Algorithm algorithm) {
-  const std::vector<LayerShape> shapes = infer_shapes(spec, input, classes);
+                                        std::size_t classes, Conv2d::Algorithm algorithm,
+                                        std::string_view outputs_name) {
+  const std::vector<LayerShape> shapes = infer_shapes(spec, input, classes, outputs_name);
   auto model = std::make_unique<Sequential>();
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     const Shape& in = i == 0 ? input : shapes[i - 1].output;

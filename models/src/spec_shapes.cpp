@@ -89,16 +89,17 @@ LayerShape infer_layer(const ModelSpec& spec, std::size_t i, const Shape& in, st
   return {in, 0};
 }
 
-// The spec's last layer must give one value per class.
-void check_last(const ModelSpec& spec, const Shape& output, std::size_t classes) {
+// The spec's last layer must give one value per class (or per regression target).
+void check_last(const ModelSpec& spec, const Shape& output, std::size_t classes,
+                std::string_view outputs_name) {
   if (elements(output) == classes) return;
   std::size_t last_linear = spec.layers.size();
   for (std::size_t i = 0; i < spec.layers.size(); ++i)
     if (spec.layers[i].type == LayerType::kLinear) last_linear = i;
   throw UsageError(fmt::format(
-      "{}: the model's output {} holds {} values per sample, but the data has {} classes; "
-      "{}",
+      "{}: the model's output {} holds {} values per sample, but the data has {} {}; {}",
       layer_location(spec, spec.layers.size() - 1), to_string(output), elements(output), classes,
+      outputs_name,
       last_linear < spec.layers.size()
           ? fmt::format("set out = {} (or \"classes\") in layer {}", classes, last_linear)
           : "end the model with a linear layer of out = \"classes\""));
@@ -113,8 +114,8 @@ std::string layer_location(const ModelSpec& spec, std::size_t i) {
              : fmt::format("{}: layer {} ({})", spec.source, i, type_name(l.type));
 }
 
-std::vector<LayerShape> infer_shapes(const ModelSpec& spec, const Shape& input,
-                                     std::size_t classes) {
+std::vector<LayerShape> infer_shapes(const ModelSpec& spec, const Shape& input, std::size_t classes,
+                                     std::string_view outputs_name) {
   if (spec.layers.empty()) throw UsageError(spec.source + ": the layer list is empty");
   if (input.empty() || elements(input) == 0 || elements(input) > kMaxActivations)
     throw UsageError(fmt::format("{}: samples of shape {} (at most {} values each)", spec.source,
@@ -136,7 +137,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& spec, const Shape& input,
     in = s.output;
     shapes.push_back(std::move(s));
   }
-  check_last(spec, in, classes);
+  check_last(spec, in, classes, outputs_name);
   return shapes;
 }
 

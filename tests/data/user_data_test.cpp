@@ -247,7 +247,7 @@ TEST_CASE("defects of a .npy dataset are refused, naming the file", "[data][user
        replace_header("{'descr': '<f4', 'fortran_order': False, 'shape': (30,), }")},
       {"train_y.npy", "wrong rank",
        replace_header("{'descr': '<i4', 'fortran_order': False, 'shape': (6, 1), }")},
-      {"test_y.npy", "float targets (regression) are not supported yet",
+      {"test_y.npy", "holds float32 regression targets (1 per sample) but",
        replace_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }")},
       {"test_x.npy", "differ from the train samples",
        replace_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 5, 1), }")},
@@ -444,6 +444,151 @@ TEST_CASE("npy_int64_vector writes a .npy file that the reader takes back", "[da
     CHECK(header.shape == std::vector<std::uint64_t>{n});
     CHECK(header.data_offset % 64 == 0);  // NumPy's alignment
     REQUIRE(bytes.size() == header.data_offset + 8 * n);
+    CHECK(Bytes(bytes.begin() + std::ptrdiff_t(header.data_offset), bytes.end()) ==
+          le_bytes(values));
+  }
+}
+
+namespace {
+
+// Targets that differ by sample and target, some negative: y[i, t] = cos(0.7 i + t) * 2.
+std::vector<float> targets(std::size_t n, std::size_t k) {
+  std::vector<float> v(n * k);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = std::cos(0.7f * float(i / k) + float(i % k)) * 2;
+  return v;
+}
+
+// float_npy_dir with float32 targets of `shape` (n first) in place of both splits' labels.
+std::filesystem::path target_npy_dir(const TempDir& tmp, std::vector<std::uint64_t> shape,
+                                     std::function<void(const std::string&, Bytes&)> edit = {}) {
+  return float_npy_dir(tmp, [&](const std::string& name, Bytes& b) {
+    if (name.ends_with("_y.npy")) {
+      shape[0] = name == "train_y.npy" ? 6 : 4;
+      std::size_t per_sample = 1;
+      for (std::size_t d = 1; d < shape.size(); ++d) per_sample *= std::size_t(shape[d]);
+      b = npy_bytes("<f4", shape, le_bytes(targets(shape[0], per_sample)));
+    }
+    if (edit) edit(name, b);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("float32 targets (n) and (n, k) are regression data, in .npy and HDF5 alike",
+          "[data][user][regression]") {
+  TempDir tmp;
+  const DataSplits npy = load_data(target_npy_dir(tmp, {0, 3}));
+  CHECK(npy.info.regression());
+  CHECK(npy.info.num_targets == 3);
+  CHECK(npy.info.num_classes == 0);
+  CHECK(npy.info.outputs() == 3);
+  REQUIRE(npy.train.size() == 6);
+  REQUIRE(npy.test.size() == 4);
+  CHECK(npy.train.targets == targets(6, 3));
+  CHECK(npy.test.targets == targets(4, 3));
+  CHECK(npy.train.labels.empty());
+  // The step's gather: samples 4 and 1, in that order, their rows of targets.
+  const std::vector<std::uint64_t> ids = {4, 1};
+  std::vector<float> x(2 * 5), t(2 * 3);
+  ringtrain::data::gather_batch(npy.train, ids, x, {}, t);
+  const std::vector<float> all = targets(6, 3);
+  CHECK(t == std::vector<float>{all[12], all[13], all[14], all[3], all[4], all[5]});
+
+  TempDir tmp1;
+  const DataSplits one = load_data(target_npy_dir(tmp1, {0}));
+  CHECK(one.info.num_targets == 1);
+  CHECK(one.test.targets == targets(4, 1));
+
+  // The same arrays in HDF5, contiguous and chunked: the same targets and the same digest.
+  for (bool chunked : {false, true}) {
+    TempDir h5dir;
+    std::vector<H5Array> arrays;
+    for (const auto& [split, n] : {std::pair{"train", 6}, std::pair{"test", 4}}) {
+      const std::uint64_t rows = std::uint64_t(n);
+      arrays.push_back({std::string("/") + split + "/x",
+                        H5T_IEEE_F32LE,
+                        {rows, 5},
+                        le_bytes(features(rows, 5)),
+                        chunked});
+      arrays.push_back({std::string("/") + split + "/y",
+                        H5T_IEEE_F32LE,
+                        {rows, 3},
+                        le_bytes(targets(rows, 3)),
+                        chunked});
+    }
+    write_h5(h5dir / "d.h5", arrays);
+    const DataSplits h5 = load_data(h5dir / "d.h5");
+    CHECK(h5.info.num_targets == 3);
+    CHECK(h5.train.targets == npy.train.targets);
+    CHECK(h5.test.targets == npy.test.targets);
+    CHECK(h5.info.digest == npy.info.digest);
+  }
+}
+
+TEST_CASE("defects of float targets are refused, naming the file", "[data][user][regression]") {
+  const auto set_target = [](std::size_t index, float value) {
+    return [index, value](const std::string& name, Bytes& b) {
+      if (name == "test_y.npy") std::memcpy(b.data() + npy_data_offset(b) + 4 * index, &value, 4);
+    };
+  };
+  struct Case {
+    const char* file;
+    const char* text;
+    std::vector<std::uint64_t> shape;
+    std::function<void(const std::string&, Bytes&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"test_y.npy",
+       "nan at sample 2, target 1: y must be finite",
+       {0, 2},
+       set_target(5, std::numeric_limits<float>::quiet_NaN())},
+      {"test_y.npy",
+       "-inf at sample 3, target 0: y must be finite",
+       {0},
+       set_target(3, -std::numeric_limits<float>::infinity())},
+      {"train_y.npy", "float targets (y) of shape (6, 2, 1) have the wrong rank", {0, 2, 1}, {}},
+      {"test_y.npy",
+       "holds float32 regression targets (1 per sample) but",
+       {0, 2},
+       [](const std::string& name, Bytes& b) {
+         if (name == "test_y.npy") b = npy_bytes("<f4", {4}, le_bytes(targets(4, 1)));
+       }},
+      {"test_y.npy",
+       "holds integer class labels but",
+       {0, 2},
+       [](const std::string& name, Bytes& b) {
+         if (name == "test_y.npy")
+           b = npy_bytes("<i4", {4}, le_bytes(std::vector<std::int32_t>(4)));
+       }},
+      {"test_y.npy",
+       "truncated .npy data",
+       {0, 2},
+       [](const std::string& name, Bytes& b) {
+         if (name == "test_y.npy") b.pop_back();
+       }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file << ": " << c.text);
+    TempDir tmp;
+    const auto dir = target_npy_dir(tmp, c.shape, c.edit);
+    const std::string message = data_error_message([&] { load_data(dir); });
+    CHECK_THAT(message, Contains((dir / c.file).string() + ":") && Contains(c.text));
+  }
+}
+
+TEST_CASE("npy_float32_array writes a .npy file that the reader takes back", "[data][user]") {
+  for (const std::vector<std::uint64_t>& shape :
+       {std::vector<std::uint64_t>{0}, {1}, {7}, {5, 3}, {1000, 1}}) {
+    const std::size_t items = std::size_t(shape[0]) * (shape.size() == 2 ? shape[1] : 1);
+    const std::vector<float> values = features(items, 1);
+    const std::string text = ringtrain::data::npy_float32_array(values, shape);
+    const Bytes bytes(text.begin(), text.end());
+    const auto header = ringtrain::data::parse_npy_header(bytes, "p.npy");
+    CHECK(header.dtype == ringtrain::data::DType::kFloat32);
+    CHECK(header.shape == shape);
+    CHECK(header.data_offset % 64 == 0);  // NumPy's alignment
+    REQUIRE(bytes.size() == header.data_offset + 4 * items);
     CHECK(Bytes(bytes.begin() + std::ptrdiff_t(header.data_offset), bytes.end()) ==
           le_bytes(values));
   }

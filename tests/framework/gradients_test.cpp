@@ -226,6 +226,20 @@ TEST_CASE("BatchNorm gradients match finite differences in training mode",
   }
 }
 
+// A loss's analytic gradient `analytic` with respect to `values` against central finite
+// differences of `scaled_loss()` (loss_sum * scale), every coordinate.
+template <typename Loss>
+void check_loss_gradient(const char* what, std::vector<float>& values,
+                         const std::vector<float>& analytic, Loss&& scaled_loss) {
+  std::vector<std::size_t> all(values.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  const auto numeric = numeric_gradient(values, all, 1e-2f, scaled_loss);
+  const auto c =
+      compare_gradients(what, std::vector<double>(analytic.begin(), analytic.end()), numeric);
+  INFO(what << ": norm error " << c.norm_error << ", max error " << c.max_error);
+  CHECK(c.passes(kTolerance));
+}
+
 TEST_CASE("softmax_cross_entropy dlogits match finite differences of loss_sum * scale",
           "[gradcheck]") {
   std::mt19937 rng(9);
@@ -236,14 +250,51 @@ TEST_CASE("softmax_cross_entropy dlogits match finite differences of loss_sum * 
   std::vector<float> dlogits(n * classes);
   softmax_cross_entropy(logits, labels, n, classes, scale, dlogits);
 
-  std::vector<std::size_t> all(logits.size());
-  std::iota(all.begin(), all.end(), std::size_t{0});
   std::vector<float> scratch(n * classes);
-  const auto numeric = numeric_gradient(logits, all, 1e-2f, [&] {
+  check_loss_gradient("logits", logits, dlogits, [&] {
     return softmax_cross_entropy(logits, labels, n, classes, scale, scratch).loss_sum * scale;
   });
-  const auto c =
-      compare_gradients("logits", std::vector<double>(dlogits.begin(), dlogits.end()), numeric);
-  INFO("norm error " << c.norm_error << ", max error " << c.max_error);
-  CHECK(c.passes(kTolerance));
+}
+
+TEST_CASE("squared_error doutputs match finite differences of loss_sum * scale", "[gradcheck]") {
+  std::mt19937 rng(10);
+  const std::size_t n = 5, width = 3;
+  const float scale = 1.0f / 8.0f;  // e.g. 5 of a global batch of 8
+  std::vector<float> outputs = random_normal(n * width, rng, 2.0f);
+  const std::vector<float> targets = random_normal(n * width, rng, 2.0f);
+  std::vector<float> doutputs(n * width);
+  const LossResult r = squared_error(outputs, targets, n, width, scale, doutputs);
+
+  // The loss is ½ Σ (ŷ - y)², summed over samples and targets, computed here in double.
+  double half_sum = 0.0;
+  for (std::size_t j = 0; j < n * width; ++j)
+    half_sum += 0.5 * (double(outputs[j]) - targets[j]) * (double(outputs[j]) - targets[j]);
+  CHECK(r.loss_sum == Approx(half_sum).epsilon(1e-6));
+  CHECK(squared_error_eval(outputs, targets, n, width).loss_sum == r.loss_sum);
+  CHECK(r.correct == 0);
+
+  std::vector<float> scratch(n * width);
+  check_loss_gradient("outputs", outputs, doutputs, [&] {
+    return squared_error(outputs, targets, n, width, scale, scratch).loss_sum * scale;
+  });
+}
+
+TEST_CASE("squared_error over a split batch sums to the whole batch's gradient", "[loss]") {
+  // One defined update: two ranks with 2 and 3 of 5 samples, each scaled by 1/5, give the
+  // gradient of one process on all 5 (the rows are independent, so bitwise the same).
+  std::mt19937 rng(11);
+  const std::size_t width = 2;
+  const std::vector<float> outputs = random_normal(5 * width, rng, 1.0f);
+  const std::vector<float> targets = random_normal(5 * width, rng, 1.0f);
+  std::vector<float> whole(5 * width), split(5 * width);
+  const double whole_sum = squared_error(outputs, targets, 5, width, 0.2f, whole).loss_sum;
+  const auto part = [&](std::size_t begin, std::size_t n) {
+    return squared_error(std::span(outputs).subspan(begin * width, n * width),
+                         std::span(targets).subspan(begin * width, n * width), n, width, 0.2f,
+                         std::span(split).subspan(begin * width, n * width))
+        .loss_sum;
+  };
+  const double split_sum = part(0, 2) + part(2, 3);
+  CHECK(split == whole);
+  CHECK(split_sum == Approx(whole_sum).epsilon(1e-12));
 }

@@ -35,8 +35,8 @@ std::vector<float> train(TrainConfig config, MPI_Comm comm_handle, const std::fi
     const models::ModelSpec spec = models::model_spec(config);
     trainer = std::make_unique<Trainer>(
         config,
-        [spec, algorithm = config.conv_algorithm](const Shape& input, std::size_t classes) {
-          return models::build_model(spec, input, classes, algorithm);
+        [spec, algorithm = config.conv_algorithm](const data::DataInfo& data) {
+          return models::build_model(spec, data.sample_shape, data.outputs(), algorithm);
         },
         comm);
   }

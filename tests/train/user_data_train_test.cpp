@@ -45,8 +45,8 @@ RunOutput train_data(TrainConfig config, const std::filesystem::path& data,
   collectives::Communicator comm(MPI_COMM_WORLD);
   Trainer trainer(
       config,
-      [&config](const Shape& input, std::size_t classes) {
-        return models::make_model(config, input, classes);
+      [&config](const data::DataInfo& d) {
+        return models::make_model(config, d.sample_shape, d.outputs());
       },
       comm);
   RunOutput out;
@@ -89,7 +89,7 @@ TEST_CASE("the same data as IDX, .npy and HDF5 train to bitwise the same model",
   facts.check(bitwise_equal(npy.parameters, idx.parameters), ".npy model differs from IDX");
   facts.check(bitwise_equal(contiguous.parameters, idx.parameters), "mapped HDF5 model differs");
   facts.check(bitwise_equal(chunked.parameters, idx.parameters), "chunked HDF5 model differs");
-  facts.check(npy.results.final_test_accuracy == idx.results.final_test_accuracy,
+  facts.check(npy.results.final_test_metric == idx.results.final_test_metric,
               "test accuracy differs");
   if (world_rank() == 0) {
     const auto& d = manifest["data"];

@@ -133,14 +133,20 @@ Dataset load_fashion_mnist(const fs::path& dir, Split split, bool digest) {
 }
 
 void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,
-                  std::span<float> images_out, std::span<std::int32_t> labels_out) {
+                  std::span<float> images_out, std::span<std::int32_t> labels_out,
+                  std::span<float> targets_out) {
   const std::size_t k = indices.size();
   const std::size_t per_sample = dataset.sample_elements();
-  if (images_out.size() != k * per_sample || labels_out.size() != k)
+  const std::size_t width = dataset.num_targets;  // targets per sample (regression)
+  const bool labels_fit = dataset.regression() || labels_out.size() == k;
+  const bool targets_fit = !dataset.regression() || targets_out.size() == k * width;
+  if (images_out.size() != k * per_sample || !labels_fit || !targets_fit)
     throw Error(
-        fmt::format("gather_batch: {} indices need {} image floats and {} labels, got "
+        fmt::format("gather_batch: {} indices need {} image floats and {} {}, got "
                     "buffers of {} and {}",
-                    k, k * per_sample, k, images_out.size(), labels_out.size()));
+                    k, k * per_sample, dataset.regression() ? k * width : k,
+                    dataset.regression() ? "target floats" : "labels", images_out.size(),
+                    dataset.regression() ? targets_out.size() : labels_out.size()));
   // The samples are scattered over the dataset: ask for all their cache lines first, so the
   // misses overlap instead of waiting one image at a time.
   const std::size_t sample_bytes =
@@ -158,7 +164,11 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
                       s, i, dataset.size()));
     // sample s occupies items [s * per_sample, (s + 1) * per_sample) of the samples
     copy_sample(dataset, s, images_out.subspan(i * per_sample, per_sample));
-    labels_out[i] = dataset.labels[s];
+    if (dataset.regression())  // targets s: [s * width, (s + 1) * width)
+      std::copy_n(dataset.targets.begin() + std::ptrdiff_t(s * width), width,
+                  targets_out.begin() + std::ptrdiff_t(i * width));
+    else
+      labels_out[i] = dataset.labels[s];
   }
 }
 

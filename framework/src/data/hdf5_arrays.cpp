@@ -95,7 +95,7 @@ DType dtype_of(hid_t type, const std::string& where) {
     if (size == 8 && is_signed) return DType::kInt64;
   }
   fail(where, fmt::format("unsupported dtype ({} of {} bytes): x must be float32 or uint8, y "
-                          "int64, int32 or uint8",
+                          "int64, int32 or uint8 labels or float32 targets",
                           floating  ? "float"
                           : integer ? "integer"
                                     : "non-numeric type",

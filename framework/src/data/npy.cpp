@@ -154,7 +154,7 @@ class DictParser {
                               "little-endian (array.astype(array.dtype.newbyteorder('<')))",
                               descr));
     fail(file_, fmt::format("unsupported dtype (descr '{}'): x must be float32 or uint8, y int64, "
-                            "int32 or uint8",
+                            "int32 or uint8 labels or float32 targets",
                             descr));
   }
 
@@ -217,9 +217,15 @@ StoredArray read_npy(const fs::path& file) {
   return array;
 }
 
-std::string npy_int64_vector(std::span<const std::int64_t> values) {
+namespace {
+
+// A format 1.0 header for `descr` and `shape`, padded to a multiple of 64 bytes as NumPy
+// writes it.
+std::string npy_header(const char* descr, const std::vector<std::uint64_t>& shape) {
+  const std::string shape_text = shape.size() == 1 ? fmt::format("({},)", shape[0])
+                                                   : fmt::format("({})", fmt::join(shape, ", "));
   std::string dict =
-      fmt::format("{{'descr': '<i8', 'fortran_order': False, 'shape': ({},), }}", values.size());
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape_text);
   // magic (6) + version (2) + length (2) + dict + '\n', a multiple of 64 bytes
   dict.append((64 - (10 + dict.size() + 1) % 64) % 64, ' ');
   dict += '\n';
@@ -228,10 +234,29 @@ std::string npy_int64_vector(std::span<const std::int64_t> values) {
   bytes += '\x00';
   bytes += static_cast<char>(dict.size() & 0xff);
   bytes += static_cast<char>(dict.size() >> 8);
-  bytes += dict;
-  for (std::int64_t v : values) {  // little-endian, whatever the host
-    for (int b = 0; b < 8; ++b)
-      bytes += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff);
+  return bytes + dict;
+}
+
+// Appends the `size`-byte little-endian form of `bits`, whatever the host.
+void append_le(std::string& bytes, std::uint64_t bits, int size) {
+  for (int b = 0; b < size; ++b) bytes += static_cast<char>((bits >> (8 * b)) & 0xff);
+}
+
+}  // namespace
+
+std::string npy_int64_vector(std::span<const std::int64_t> values) {
+  std::string bytes = npy_header("<i8", {values.size()});
+  for (std::int64_t v : values) append_le(bytes, static_cast<std::uint64_t>(v), 8);
+  return bytes;
+}
+
+std::string npy_float32_array(std::span<const float> values,
+                              const std::vector<std::uint64_t>& shape) {
+  std::string bytes = npy_header("<f4", shape);
+  for (float v : values) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    append_le(bytes, bits, 4);
   }
   return bytes;
 }

@@ -48,19 +48,44 @@ void check_x(const StoredArray& x) {
     if (d == 0) fail(x.where, fmt::format("empty samples: shape {}", shape_text(x.shape)));
 }
 
-// y: integer labels of rank 1, as many as x has samples.
+// Targets per sample of a float32 y: (n) is 1, (n, k) is k; 0 for integer labels.
+std::size_t target_width(const StoredArray& y) {
+  if (y.dtype != DType::kFloat32) return 0;
+  return y.shape.size() == 2 ? static_cast<std::size_t>(y.shape[1]) : 1;
+}
+
+// y: integer labels of rank 1, or float32 targets (n) or (n, k); as many rows as x has samples.
 void check_y(const StoredArray& y, const StoredArray& x) {
-  if (y.dtype == DType::kFloat32)
-    fail(y.where,
-         "float targets (regression) are not supported yet; store integer class "
-         "labels (int64, int32 or uint8)");
-  if (y.shape.size() != 1)
+  if (y.dtype == DType::kFloat32) {
+    if (y.shape.size() != 1 && y.shape.size() != 2)
+      fail(y.where, fmt::format("float targets (y) of shape {} have the wrong rank: expected (n) "
+                                "or (n, k), k targets per sample (regression)",
+                                shape_text(y.shape)));
+    if (y.shape.size() == 2 && (y.shape[1] == 0 || y.shape[1] > kMaxTargets))
+      fail(y.where, fmt::format("float targets (y) of shape {}: k must be in 1..{}",
+                                shape_text(y.shape), kMaxTargets));
+  } else if (y.shape.size() != 1) {
     fail(y.where, fmt::format("labels (y) of shape {} have the wrong rank: expected (n), one "
                               "class label per sample",
                               shape_text(y.shape)));
+  }
   if (y.shape[0] != x.shape[0])
     fail(y.where, fmt::format("{} labels but {} holds {} samples: x and y lengths differ",
                               y.shape[0], x.where, x.shape[0]));
+}
+
+// Both splits' y must be of one kind: class labels in both, or targets of one width in both.
+void check_same_task(const StoredArray& train_y, const StoredArray& test_y) {
+  const std::size_t train_k = target_width(train_y), test_k = target_width(test_y);
+  if (train_k == test_k) return;
+  const auto kind = [](std::size_t k) {
+    return k == 0 ? std::string("integer class labels")
+                  : fmt::format("float32 regression targets ({} per sample)", k);
+  };
+  fail(test_y.where, fmt::format("holds {} but {} holds {}: the train and test y must be of one "
+                                 "kind (integer labels for classification, float32 targets of "
+                                 "the same width for regression)",
+                                 kind(test_k), train_y.where, kind(train_k)));
 }
 
 std::int64_t label_at(const StoredArray& y, std::span<const std::uint8_t> bytes, std::size_t i) {
@@ -93,6 +118,20 @@ std::vector<std::int32_t> read_labels(const StoredArray& y, std::size_t classes)
     labels[i] = static_cast<std::int32_t>(label);
   }
   return labels;
+}
+
+// The targets (n, k) as floats, each checked finite: one NaN target would poison every
+// parameter through the loss.
+std::vector<float> read_targets(const StoredArray& y) {
+  const std::span<const std::uint8_t> bytes = y.bytes();
+  std::vector<float> targets(static_cast<std::size_t>(y.items()));
+  if (!bytes.empty()) std::memcpy(targets.data(), bytes.data(), bytes.size());
+  const std::size_t k = target_width(y);
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (!std::isfinite(targets[i]))
+      fail(y.where,
+           fmt::format("{} at sample {}, target {}: y must be finite", targets[i], i / k, i % k));
+  return targets;
 }
 
 std::int64_t max_label(const StoredArray& y) {
@@ -230,6 +269,7 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   check_x(a[2]);
   check_y(a[1], a[0]);
   check_y(a[3], a[2]);
+  check_same_task(a[1], a[3]);
   if (!std::equal(a[0].shape.begin() + 1, a[0].shape.end(), a[2].shape.begin() + 1,
                   a[2].shape.end()))
     fail(a[2].where, fmt::format("test samples of shape {} differ from the train samples {} of {}",
@@ -237,7 +277,9 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   DataSplits splits;
   splits.info.path = path.string();
   splits.info.layout = layout;
-  splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
+  splits.info.num_targets = target_width(a[1]);
+  if (!splits.info.regression())
+    splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
   // Samples stay mapped; labels are always converted into memory.
   for (std::size_t i = 0; i < 4; ++i) {
     splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i]));
@@ -296,8 +338,13 @@ Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t cla
   Dataset dataset;
   dataset.x_xxh3 = scan_x(x, options.digest);
   if (options.digest) dataset.y_xxh3 = XXH3_64bits(y.bytes().data(), y.bytes().size());
-  dataset.labels = read_labels(y, classes);
-  dataset.num_classes = classes;
+  dataset.num_targets = target_width(y);
+  if (dataset.regression()) {
+    dataset.targets = read_targets(y);
+  } else {
+    dataset.labels = read_labels(y, classes);
+    dataset.num_classes = classes;
+  }
   dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
   if (x.mapped() && options.map)
     dataset.mapped = {x.mapping, x.bytes().data(), x.dtype};

@@ -50,7 +50,8 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   const std::size_t max_local =
       *std::max_element(plan_.local_batches.begin(), plan_.local_batches.end());
   inputs_.resize(max_local * num_elements(model.input_shape()));
-  labels_.resize(max_local);
+  labels_.resize(train.regression() ? 0 : max_local);
+  targets_.resize(max_local * train.num_targets);
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
 
@@ -125,19 +126,23 @@ std::size_t DataParallelStep::take_slice(const data::GlobalBatch& batch) {
   const std::size_t pixels = num_elements(model_.input_shape());
   data::gather_batch(train_, std::span(sample_ids_).first(mine.count),
                      std::span(inputs_).first(mine.count * pixels),
-                     std::span(labels_).first(mine.count));
+                     std::span(labels_).first(train_.regression() ? 0 : mine.count),
+                     std::span(targets_).first(mine.count * train_.num_targets));
   return mine.count;
 }
 
-// logits = model(x)                                        (b_r, classes)
-// loss   = Σ_i ℓ_i;  dlogits = scale · ∂loss/∂logits,  scale = 1/B for sum-scaled
+// outputs = model(x)                                       (b_r, outputs)
+// loss    = Σ_i ℓ_i;  doutputs = scale · ∂loss/∂outputs,  scale = 1/B for sum-scaled
+// ℓ_i: softmax cross-entropy of the logits (class labels) or ½ Σ_k (ŷ_ik - y_ik)² (targets)
 LossResult DataParallelStep::forward_and_loss(std::size_t n, std::size_t global_samples) {
-  const auto logits = model_.forward(inputs_, n, context(n, true),
-                                     traced_ ? forward_hook_ : std::function<void(std::size_t)>{});
+  const auto outputs = model_.forward(inputs_, n, context(n, true),
+                                      traced_ ? forward_hook_ : std::function<void(std::size_t)>{});
   const float scale = loss_scale(plan_.reduction, n, global_samples, comm_.size());
-  const std::size_t classes = num_elements(model_.output_shape());
+  const std::size_t width = num_elements(model_.output_shape());
   const LossResult loss =
-      softmax_cross_entropy(logits, std::span(labels_).first(n), n, classes, scale, dlogits_);
+      train_.regression()
+          ? squared_error(outputs, targets_, n, width, scale, dlogits_)
+          : softmax_cross_entropy(outputs, std::span(labels_).first(n), n, width, scale, dlogits_);
   if (traced_) {
     const double t = now_s();
     trace_->span(loss_name_, 0, layer_end_s_, t);

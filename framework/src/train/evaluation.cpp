@@ -22,8 +22,39 @@ std::size_t argmax(std::span<const float> logits) {
   return best;
 }
 
-// Evaluates this rank's slice; `predicted` (test.size() doubles, or empty) receives the
-// slice's predicted classes at their sample indices. Collective (one allreduce of the sums).
+// One chunk's loss sums and outputs: n samples of `test` at `ids` through the model.
+// `predicted` (test.size() x width doubles, or empty) receives, at each sample's rows, its
+// predicted class (width 1) or its outputs (width = targets).
+struct ChunkBuffers {
+  std::vector<std::uint64_t> ids;
+  std::vector<float> x;              // (chunk, input...)
+  std::vector<std::int32_t> labels;  // (chunk) classification
+  std::vector<float> targets;        // (chunk, targets) regression
+};
+
+LossResult evaluate_chunk(Sequential& model, const data::Dataset& test, std::size_t n,
+                          const StepContext& ctx, ChunkBuffers& b, std::span<double> predicted) {
+  const std::size_t pixels = num_elements(model.input_shape());
+  const std::size_t width = num_elements(model.output_shape());
+  const std::size_t k = test.num_targets;
+  data::gather_batch(test, std::span(b.ids).first(n), std::span(b.x).first(n * pixels),
+                     std::span(b.labels).first(test.regression() ? 0 : n),
+                     std::span(b.targets).first(n * k));
+  const auto outputs = model.forward(b.x, n, ctx);
+  if (!predicted.empty())
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto row = std::span(outputs).subspan(i * width, width);
+      if (test.regression())
+        std::copy(row.begin(), row.end(), predicted.begin() + std::ptrdiff_t(b.ids[i] * k));
+      else
+        predicted[b.ids[i]] = double(argmax(row));
+    }
+  if (test.regression()) return squared_error_eval(outputs, b.targets, n, width);
+  return softmax_cross_entropy_eval(outputs, std::span(b.labels).first(n), n, width);
+}
+
+// Evaluates this rank's slice (see evaluate_chunk for `predicted`). Collective (one
+// allreduce of the sums).
 Evaluation evaluate_slice(const collectives::Communicator& comm, Sequential& model,
                           const data::Dataset& test, std::uint64_t seed,
                           std::span<double> predicted) {
@@ -31,33 +62,56 @@ Evaluation evaluate_slice(const collectives::Communicator& comm, Sequential& mod
   const auto shares = data::near_equal_split(test.size(), world);
   const data::Slice mine =
       data::rank_slice(shares, static_cast<std::size_t>(comm.rank()), test.size());
-  const std::size_t pixels = num_elements(model.input_shape());
-  const std::size_t classes = num_elements(model.output_shape());
-  std::vector<std::uint64_t> ids(kEvalChunk);
-  std::vector<float> x(kEvalChunk * pixels);  // (chunk, input...)
-  std::vector<std::int32_t> y(kEvalChunk);    // (chunk)
-  double totals[2] = {0.0, 0.0};              // correct, loss sum
+  ChunkBuffers b{std::vector<std::uint64_t>(kEvalChunk),
+                 std::vector<float>(kEvalChunk * num_elements(model.input_shape())),
+                 std::vector<std::int32_t>(test.regression() ? 0 : kEvalChunk),
+                 std::vector<float>(kEvalChunk * test.num_targets)};
+  double totals[2] = {0.0, 0.0};  // correct, loss sum
   StepContext ctx;
   ctx.training = false;
   ctx.seed = seed;
   for (std::size_t begin = 0; begin < mine.count; begin += kEvalChunk) {
     const std::size_t n = std::min(kEvalChunk, mine.count - begin);
-    for (std::size_t i = 0; i < n; ++i) ids[i] = mine.begin + begin + i;
-    data::gather_batch(test, std::span(ids).first(n), std::span(x).first(n * pixels),
-                       std::span(y).first(n));
-    const auto logits = model.forward(x, n, ctx);
-    const LossResult r = softmax_cross_entropy_eval(logits, std::span(y).first(n), n, classes);
+    for (std::size_t i = 0; i < n; ++i) b.ids[i] = mine.begin + begin + i;
+    const LossResult r = evaluate_chunk(model, test, n, ctx, b, predicted);
     totals[0] += double(r.correct);
     totals[1] += r.loss_sum;
-    if (!predicted.empty())
-      for (std::size_t i = 0; i < n; ++i)
-        predicted[ids[i]] = double(argmax(std::span(logits).subspan(i * classes, classes)));
   }
   if (world > 1) collectives::allreduce_sum(comm, std::span<double>(totals));
-  return {totals[0] / double(test.size()), totals[1] / double(test.size())};
+  const double samples = double(test.size());
+  Evaluation e;
+  e.loss = totals[1] / samples;
+  if (test.regression())
+    e.mse = 2.0 * totals[1] / (samples * double(test.num_targets));  // Σ(ŷ-y)² = 2 Σ ℓ
+  else
+    e.accuracy = totals[0] / samples;
+  return e;
+}
+
+// evaluate_slice with every rank's predictions summed into `predicted` (zeros outside a rank's
+// slice: the sum over ranks is every sample's). Collective.
+Evaluation evaluate_gathered(const collectives::Communicator& comm, Sequential& model,
+                             const data::Dataset& test, std::uint64_t seed,
+                             std::vector<double>& predicted) {
+  const Evaluation e = evaluate_slice(comm, model, test, seed, predicted);
+  if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(predicted));
+  return e;
+}
+
+void require_size(std::size_t got, std::size_t want, const data::Dataset& test) {
+  if (got != want)
+    throw Error(
+        fmt::format("evaluate: {} prediction values for a test set of {} samples ({} "
+                    "each)",
+                    got, test.size(), want / std::max<std::size_t>(1, test.size())));
 }
 
 }  // namespace
+
+Metric metric_for(bool regression) {
+  if (regression) return {"test_mse", "test MSE", false};
+  return {"test_accuracy", "test accuracy", true};
+}
 
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed) {
@@ -67,15 +121,23 @@ Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed,
                     std::span<std::int64_t> predictions) {
-  if (predictions.size() != test.size())
-    throw Error(fmt::format("evaluate: {} predictions for a test set of {} samples",
-                            predictions.size(), test.size()));
-  // Zeros outside this rank's slice: the sum over ranks is every sample's prediction.
+  require_size(predictions.size(), test.size(), test);
+  if (test.regression()) throw Error("evaluate: class predictions of regression data");
   std::vector<double> predicted(test.size(), 0.0);
-  const Evaluation e = evaluate_slice(comm, model, test, seed, predicted);
-  if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(predicted));
+  const Evaluation e = evaluate_gathered(comm, model, test, seed, predicted);
   std::transform(predicted.begin(), predicted.end(), predictions.begin(),
                  [](double c) { return static_cast<std::int64_t>(c); });
+  return e;
+}
+
+Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
+                    const data::Dataset& test, std::uint64_t seed, std::span<float> outputs) {
+  require_size(outputs.size(), test.size() * test.num_targets, test);
+  if (!test.regression()) throw Error("evaluate: output values of classification data");
+  std::vector<double> predicted(outputs.size(), 0.0);
+  const Evaluation e = evaluate_gathered(comm, model, test, seed, predicted);
+  std::transform(predicted.begin(), predicted.end(), outputs.begin(),
+                 [](double v) { return static_cast<float>(v); });
   return e;
 }
 

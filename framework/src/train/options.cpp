@@ -113,6 +113,12 @@ TrainOption not_in_config_toml(TrainOption o) {
   return o;
 }
 
+// Another name of an option that config.toml writes under its own name (the manifest's
+// config shows both, with the same value, for scripts that read the old name).
+TrainOption alias(TrainOption o) {
+  return not_in_config_toml(std::move(o));
+}
+
 std::vector<TrainOption> data_and_model_options();
 std::vector<TrainOption> optimizer_options();
 std::vector<TrainOption> parallel_options();
@@ -175,6 +181,9 @@ std::vector<TrainOption> data_and_model_options() {
              }),
       option("conv-algorithm", &TrainConfig::conv_algorithm,
              "how 5x5 stride-1 convolutions run (auto: Winograd F(4x4, 5x5) from 8 channels)"),
+      option("loss", &TrainConfig::loss,
+             "auto: cross-entropy for integer class labels, mse (squared error; test MSE is "
+             "the metric) for float32 targets; a loss that does not fit y is refused"),
       option("global-batch", &TrainConfig::global_batch, "samples per step over all ranks",
              [](const TrainConfig& c, int) {
                require(c.global_batch > 0, "--global-batch 0: a step needs at least one sample");
@@ -324,17 +333,21 @@ std::vector<TrainOption> run_options() {
           option("run-dir", &TrainConfig::run_dir,
                  "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)")),
       option("eval-every", &TrainConfig::eval_every, "evaluate every K steps (0: every epoch)"),
-      option("target-accuracy", &TrainConfig::target_accuracy,
-             "stop when test accuracy >= A (0: no target)",
+      option("target", &TrainConfig::target,
+             "stop when the test metric reaches VALUE: accuracy >= VALUE (class labels), MSE <= "
+             "VALUE (regression targets); 0: no target",
              [](const TrainConfig& c, int) {
-               require(c.target_accuracy >= 0.0 && c.target_accuracy <= 1.0,
-                       fmt::format("--target-accuracy {} must be in [0, 1]", c.target_accuracy));
-               require(c.target_accuracy == 0.0 || c.evaluate,
-                       fmt::format("--target-accuracy {} with --no-eval: the run could never "
-                                   "see the target; drop --no-eval (--eval-every K sets how "
-                                   "often it is checked)",
-                                   c.target_accuracy));
+               require(std::isfinite(c.target) && c.target >= 0.0,
+                       fmt::format("--target {} must be >= 0 (0: no target)", c.target));
+               require(c.target <= 1.0 || c.loss != LossChoice::kCrossEntropy,
+                       fmt::format("--target {}: a test accuracy target is in [0, 1]", c.target));
+               require(c.target == 0.0 || c.evaluate,
+                       fmt::format("--target {} with --no-eval: the run could never see the "
+                                   "target; drop --no-eval (--eval-every K sets how often it is "
+                                   "checked)",
+                                   c.target));
              }),
+      alias(option("target-accuracy", &TrainConfig::target, "the same as --target")),
       option("log-every", &TrainConfig::log_every, "steps between metrics lines",
              [](const TrainConfig& c, int) {
                require(c.log_every > 0, "--log-every 0: must be >= 1");

@@ -9,6 +9,7 @@
 #include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/checkpoint/version.hpp"
 #include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/train/evaluation.hpp"
 
 namespace ringtrain {
 namespace {
@@ -82,19 +83,34 @@ nlohmann::json buckets_json(const RunFacts& f) {
 // What MLPerf asks a run to record besides the resolved configuration.
 void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
   const TrainConfig& c = *f.config;
-  m["target"] = {
-      {"metric", fmt::format("top-1 accuracy on the full test set of {} ({} samples)", f.data.path,
-                             f.test_samples)},
-      {"value", c.target_accuracy > 0 ? nlohmann::json(c.target_accuracy) : nlohmann::json()}};
+  const bool regression = f.data.regression();
+  const Metric metric = metric_for(regression);
+  const std::string what =
+      regression ? fmt::format("mean squared error over the {} targets of every sample",
+                               f.data.num_targets)
+                 : std::string("top-1 accuracy");
+  const char* direction = metric.higher_better ? ">=" : "<=";
+  m["target"] = {{"metric", fmt::format("{} on the full test set of {} ({} samples)", what,
+                                        f.data.path, f.test_samples)},
+                 {"key", metric.key},
+                 {"reached_when", fmt::format("{} {} target", metric.key, direction)},
+                 {"value", c.target > 0 ? nlohmann::json(c.target) : nlohmann::json()}};
+  m["loss"] =
+      regression
+          ? "mse: per-sample loss 1/2 sum_k (y_hat_k - y_k)^2, summed over the batch and scaled "
+            "by the reduction's scale"
+          : "cross-entropy: per-sample loss -log softmax(z)[y], summed over the batch and scaled "
+            "by the reduction's scale";
   m["evaluation"] = {
       {"every_steps", c.evaluate ? nlohmann::json(f.eval_every) : nlohmann::json()},
-      {"method", "test set split near-equally over ranks, correct counts summed exactly"}};
+      {"method", regression ? "test set split near-equally over ranks, squared errors summed "
+                              "in double in rank order"
+                            : "test set split near-equally over ranks, correct counts summed "
+                              "exactly"}};
   m["stopping_rule"] =
-      c.target_accuracy > 0
-          ? fmt::format(
-                "stop at the first evaluation with test accuracy >= {}, else after {} steps",
-                c.target_accuracy, f.total_steps)
-          : fmt::format("stop after {} steps", f.total_steps);
+      c.target > 0 ? fmt::format("stop at the first evaluation with {} {} {}, else after {} steps",
+                                 metric.label, direction, c.target, f.total_steps)
+                   : fmt::format("stop after {} steps", f.total_steps);
   m["data_order"] = fmt::format(
       "epoch e visits the training set in the permutation of (seed {}, e) from a counter-based "
       "generator, independent of the number of ranks; step s takes positions [s*B, (s+1)*B), "
@@ -119,6 +135,7 @@ nlohmann::json data_json(const data::DataInfo& d) {
           {"layout", data::to_string(d.layout)},
           {"sample_shape", d.sample_shape},
           {"classes", d.num_classes},
+          {"targets", d.num_targets},
           {"arrays", arrays}};
 }
 
@@ -191,14 +208,18 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   };
   if (const std::string warning = blas::kernels_warning(); !warning.empty())
     lines.push_back("  " + warning);
-  lines.insert(lines.end(), {
-      fmt::format("  data {} ({}): {} train / {} test samples of shape {}, {} classes{}",
-                  f.data.path, to_string(f.data.layout), f.train_samples, f.test_samples,
-                  to_string(f.data.sample_shape), f.data.num_classes,
-                  !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""),
-      fmt::format("  global batch {} = local batches {}", f.global_batch,
-                  fmt::join(f.local_batches, "+")),
-      fmt::format("  reduction {}", describe(f.reduction))});
+  lines.insert(
+      lines.end(),
+      {fmt::format("  data {} ({}): {} train / {} test samples of shape {}, {}{}", f.data.path,
+                   to_string(f.data.layout), f.train_samples, f.test_samples,
+                   to_string(f.data.sample_shape),
+                   f.data.regression() ? fmt::format("{} float targets (regression, --loss mse)",
+                                                     f.data.num_targets)
+                                       : fmt::format("{} classes", f.data.num_classes),
+                   !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""),
+       fmt::format("  global batch {} = local batches {}", f.global_batch,
+                   fmt::join(f.local_batches, "+")),
+       fmt::format("  reduction {}", describe(f.reduction))});
   if (f.model) {
     const std::string table = f.model->summary();
     std::size_t begin = 0;

@@ -95,15 +95,20 @@ Watchdog::Action record_then(Watchdog::Action act, int rank, std::filesystem::pa
 
 // The configuration a checkpoint carries: the run's options, and what `ringtrain eval` needs to
 // rebuild the model from the file alone: its spec as built (canonical TOML), the data's
-// sample shape and classes; and the data's digest and path, which a resume compares with its
-// own (Checkpointer::resume). Files written before these keys existed still load (they are
-// read only when present).
+// sample shape, loss and classes (or targets); and the data's digest and path, which a resume
+// compares with its own (Checkpointer::resume). Files written before these keys existed still load
+// (they are read only when present).
 nlohmann::json checkpoint_config(const TrainConfig& config, const RunFacts& facts,
                                  const Sequential& model) {
   nlohmann::json json = config.to_json();
   if (!model.spec().empty()) json["model_spec"] = model.spec();
   json["sample_shape"] = facts.data.sample_shape;
-  json["classes"] = facts.data.num_classes;
+  // The loss as resolved for the data (never "auto"): eval and a resume read it back.
+  json["loss"] = name_of(facts.data.regression() ? LossChoice::kMse : LossChoice::kCrossEntropy);
+  if (facts.data.regression())
+    json["targets"] = facts.data.num_targets;
+  else
+    json["classes"] = facts.data.num_classes;
   json["data_digest"] = facts.data.digest;
   json["data_path"] = facts.data.path;
   return json;
@@ -229,6 +234,9 @@ void TrainingRun::say(const std::string& line) const {
 }
 
 void TrainingRun::take_data(data::DataSplits data) {
+  // Before any evaluation, no MSE is the best yet (a resume restores the stored best).
+  if (data.info.regression()) progress_.best_test_metric = INFINITY;
+  results_.regression = data.info.regression();
   train_ = std::move(data.train);
   test_ = std::move(data.test);
   facts_.data = std::move(data.info);
@@ -266,9 +274,10 @@ void TrainingRun::prepare_model(const Shape& input_shape) {
         "shape {}",
         config_.model, to_string(input_shape), data.path, to_string(data.sample_shape)));
   model_.plan(input_shape, std::max<std::size_t>({max_local, kEvalChunk, 1}));
-  if (num_elements(model_.output_shape()) != data.num_classes)
-    throw UsageError(fmt::format("model {} has {} outputs, but {} holds {} classes", config_.model,
-                                 num_elements(model_.output_shape()), data.path, data.num_classes));
+  if (num_elements(model_.output_shape()) != data.outputs())
+    throw UsageError(fmt::format("model {} has {} outputs, but {} holds {} {}", config_.model,
+                                 num_elements(model_.output_shape()), data.path, data.outputs(),
+                                 data.regression() ? "regression targets" : "classes"));
   model_.initialize(config_.seed);
   if (comm_.size() > 1) coll::broadcast(comm_, model_.parameters().values(), 0);
   facts_.model = &model_;
@@ -377,8 +386,8 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
                                     leader_ && !config_.quiet);
   // A resume of a finished run has nothing left to do.
   results_.steps = progress_.step;
-  results_.best_test_accuracy = progress_.best_test_accuracy;
-  results_.final_test_accuracy = progress_.final_test_accuracy;
+  results_.best_test_metric = progress_.best_test_metric;
+  results_.final_test_metric = progress_.final_test_metric;
 }
 
 TrainResults TrainingRun::train() {
@@ -485,20 +494,21 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
   const Evaluation e = evaluate(comm_, model_, test_, config_.seed);
   if (config_.trace_steps > 0 && trace_->recording()) trace_->span(eval_name_, 0, t0, now_s());
   watchdog_.leave();
-  results_.final_test_accuracy = progress_.final_test_accuracy = e.accuracy;
-  results_.best_test_accuracy = progress_.best_test_accuracy =
-      std::max(progress_.best_test_accuracy, e.accuracy);
+  const Metric metric = metric_for(test_.regression());
+  const double value = metric.of(e);
+  results_.final_test_metric = progress_.final_test_metric = value;
+  if (metric.reached(value, progress_.best_test_metric)) progress_.best_test_metric = value;
+  results_.best_test_metric = progress_.best_test_metric;
   if (run_dir_) {
     run_dir_->append_metrics({{"step", done},
-                              {"test_accuracy", e.accuracy},
+                              {metric.key, value},
                               {"test_loss", e.loss},
                               {"wall_s", now_s() - start_s_}});
-    bar_->message(fmt::format("step {:>6}  epoch {:5.2f}  loss {:.4f}  test accuracy {:.4f}", done,
+    bar_->message(fmt::format("step {:>6}  epoch {:5.2f}  loss {:.4f}  {} {:.4g}", done,
                               double(done) / double(facts_.steps_per_epoch), last_loss_,
-                              e.accuracy));
+                              metric.label, value));
   }
-  if (config_.target_accuracy > 0.0 && e.accuracy >= config_.target_accuracy &&
-      !results_.target_reached) {
+  if (config_.target > 0.0 && metric.reached(value, config_.target) && !results_.target_reached) {
     results_.target_reached = true;
     results_.steps_to_target = done;
     results_.time_to_target_s = now_s() - start_s_;
@@ -537,21 +547,43 @@ void TrainingRun::finish(double start_s) {
                     "--run-dir {}",
                     results_.steps, run_dir_path_.string()));
   say(fmt::format(
-      "done: {} steps in {:.1f} s, {:.0f} samples/s, test accuracy {:.4f} (best {:.4f}){}",
-      results_.steps, results_.wall_s, results_.samples_per_s, results_.final_test_accuracy,
-      results_.best_test_accuracy,
-      results_.target_reached ? fmt::format(", target {} reached at step {}",
-                                            config_.target_accuracy, results_.steps_to_target)
-                              : std::string()));
+      "done: {} steps in {:.1f} s, {:.0f} samples/s, {} {:.4g} (best {:.4g}){}", results_.steps,
+      results_.wall_s, results_.samples_per_s, metric_for(results_.regression).label,
+      results_.final_test_metric, results_.best_test_metric,
+      results_.target_reached
+          ? fmt::format(", target {} reached at step {}", config_.target, results_.steps_to_target)
+          : std::string()));
 }
 
 }  // namespace
 
+void check_loss(const TrainConfig& config, const data::DataInfo& data, const std::string& where) {
+  const bool regression = data.regression();
+  if (config.loss == LossChoice::kMse && !regression)
+    throw UsageError(fmt::format(
+        "--loss mse: {} holds integer class labels (y of dtype {}); mse needs float32 targets "
+        "(store y as float32 for regression, or use --loss cross-entropy)",
+        where, data.arrays.size() > 1 ? to_string(data.arrays[1].dtype) : "uint8"));
+  if (config.loss == LossChoice::kCrossEntropy && regression)
+    throw UsageError(fmt::format(
+        "--loss cross-entropy: {} holds float32 regression targets ({} per sample); "
+        "cross-entropy needs integer class labels (use --loss mse, or store y as int64 labels)",
+        where, data.num_targets));
+  if (!regression && config.target > 1.0)
+    throw UsageError(fmt::format(
+        "--target {}: {} holds class labels, whose metric is the test accuracy, in [0, 1]",
+        config.target, where));
+}
+
 nlohmann::json TrainResults::to_json() const {
+  const std::string key = metric_for(regression).key;  // "test_accuracy" or "test_mse"
   return {
       {"steps", steps},
-      {"final_test_accuracy", final_test_accuracy},
-      {"best_test_accuracy", best_test_accuracy},
+      {"metric", key},
+      {"final_" + key, final_test_metric},
+      // +inf (no evaluation yet on regression data) is written as null
+      {"best_" + key,
+       std::isfinite(best_test_metric) ? nlohmann::json(best_test_metric) : nlohmann::json()},
       {"target_reached", target_reached},
       {"steps_to_target", target_reached ? nlohmann::json(steps_to_target) : nlohmann::json()},
       {"time_to_target_s", target_reached ? nlohmann::json(time_to_target_s) : nlohmann::json()},
@@ -595,10 +627,13 @@ TrainResults Trainer::run() {
   if (!config_.resume.empty()) checkpoint::prepare_contained_reader();
   // A defect of the user's data is bad input: every rank agrees, exit 2, nothing written.
   data::DataSplits data = load_agreed<UsageError>(comm_, [&] {
-    return data::load_data(config_.data_dir, {.memory_limit_bytes = config_.data_memory_limit});
+    data::DataSplits splits =
+        data::load_data(config_.data_dir, {.memory_limit_bytes = config_.data_memory_limit});
+    check_loss(config_, splits.info, splits.info.path);
+    return splits;
   });
   if (make_model_) {
-    model_ = make_model_(data.info.sample_shape, data.info.num_classes);
+    model_ = make_model_(data.info);
     input_shape_ = data.info.sample_shape;
   }
   TrainingRun run(config_, *model_, input_shape_, std::move(data), comm_, std::move(on_stuck),

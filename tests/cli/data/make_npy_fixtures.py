@@ -3,7 +3,7 @@
 
   good_npy/           float32 x (n, 4), int64 y in 0..2: trains
   bad_label_npy/      as good_npy, test_y.npy holds the label -1
-  float_targets_npy/  as good_npy, train_y.npy holds float32 targets (regression, not yet)
+  float_targets_npy/  as good_npy, train_y.npy holds float32 targets, test_y.npy int64 labels
 Run from this folder: ./make_npy_fixtures.py
 """
 import math

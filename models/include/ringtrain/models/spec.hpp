@@ -15,8 +15,8 @@
 //   type = "dropout"     # p in [0, 1)
 //   p = 0.25
 //   [[layers]]
-//   type = "linear"      # out: a width, or "classes" (the data's number of classes)
-//   out = "classes"
+//   type = "linear"      # out: a width, or "classes" (the data's number of classes, or of
+//   out = "classes"      #      regression targets per sample)
 //
 // Three steps, each one function (and one file in models/src):
 //   parse_model_spec   TOML text -> ModelSpec (types, keys, value types and ranges)
@@ -103,9 +103,10 @@ struct LayerShape {
 // Each layer's output for per-sample input `input` and `classes` classes. Throws UsageError
 // (naming source, layer, line) when conv2d or maxpool2d gets a sample that is not (C, H, W),
 // batchnorm one that is neither (C) nor (C, H, W), a window is larger than its (padded)
-// input, a cap is exceeded, or the last layer's output does not hold `classes` values.
-std::vector<LayerShape> infer_shapes(const ModelSpec& spec, const Shape& input,
-                                     std::size_t classes);
+// input, a cap is exceeded, or the last layer's output does not hold `classes` values (the
+// message calls them `outputs_name`: "classes", or "regression targets" for float y).
+std::vector<LayerShape> infer_shapes(const ModelSpec& spec, const Shape& input, std::size_t classes,
+                                     std::string_view outputs_name = "classes");
 
 // The model of `spec` for samples of `input` and `classes` classes, unplanned, its spec
 // (to_toml) attached for the run's records. Checks as infer_shapes first. Convolutions run
@@ -113,7 +114,8 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& spec, const Shape& input,
 // Parameter names follow the spec's order: "layers.<i>.<type>/weight".
 std::unique_ptr<Sequential> build_model(const ModelSpec& spec, const Shape& input,
                                         std::size_t classes,
-                                        Conv2d::Algorithm algorithm = Conv2d::Algorithm::kAuto);
+                                        Conv2d::Algorithm algorithm = Conv2d::Algorithm::kAuto,
+                                        std::string_view outputs_name = "classes");
 
 // Spec edits that the flags of the built-in models make (registry.hpp):
 // An MLP spec ((linear, relu)* then linear) with hidden widths `widths` instead of its own:

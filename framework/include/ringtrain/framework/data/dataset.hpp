@@ -6,8 +6,9 @@
 // The samples are either floats in memory (`images`) or stay in a memory-mapped file
 // (`mapped`, user datasets: float32 copied as is, uint8 divided by 255 as they are gathered).
 //
-//   images: (n, sample_shape...) float, e.g. (n, 1, rows, cols) in [0, 1], pixel byte / 255
-//   labels: (n) class index in [0, num_classes)
+//   images:  (n, sample_shape...) float, e.g. (n, 1, rows, cols) in [0, 1], pixel byte / 255
+//   labels:  (n) class index in [0, num_classes)       classification; empty for regression
+//   targets: (n, num_targets) float, finite            regression; empty for classification
 #pragma once
 
 #include <cstddef>
@@ -32,15 +33,20 @@ struct MappedSamples {
 
 struct Dataset {
   Tensor images;  // (n, sample_shape...) floats; empty when `mapped.file` holds the samples
-  std::vector<std::int32_t> labels;  // (n)
+  std::vector<std::int32_t> labels;  // (n) class labels; empty for regression
+  std::vector<float> targets;        // (n, num_targets) regression targets; else empty
   Shape sample_shape;                // e.g. (1, 28, 28) or (features)
-  std::size_t num_classes = 0;
+  std::size_t num_classes = 0;       // 0 for regression
+  std::size_t num_targets = 0;       // k values per sample of a regression y; 0: class labels
   MappedSamples mapped;
   // XXH3-64 of x's and y's bytes as the file stores them (IDX: the pixel and label bytes
   // after decompression), computed while loading; 0 when loaded without digests.
   std::uint64_t x_xxh3 = 0, y_xxh3 = 0;
 
-  std::size_t size() const { return labels.size(); }
+  bool regression() const { return num_targets > 0; }
+  std::size_t size() const { return regression() ? targets.size() / num_targets : labels.size(); }
+  // Values the model's output holds per sample: classes (logits) or targets.
+  std::size_t outputs() const { return regression() ? num_targets : num_classes; }
   // Floats per sample: 1 * rows * cols (784 for Fashion-MNIST).
   std::size_t sample_elements() const { return size() == 0 ? 0 : num_elements(sample_shape); }
 };
@@ -75,12 +81,15 @@ Dataset load_idx_dataset(const std::filesystem::path& images_file,
 Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, bool digest = true);
 
 // Copies the samples `indices` of `dataset`, in order, into the step's buffers:
-//   indices:     (k) sample indices, each < dataset.size()
-//   images_out:  (k, 1, rows, cols) exactly k * dataset.sample_elements() floats
-//   labels_out:  (k)
-// Allocates nothing. Throws Error on a size mismatch or an index out of range.
+//   indices:      (k) sample indices, each < dataset.size()
+//   images_out:   (k, 1, rows, cols) exactly k * dataset.sample_elements() floats
+//   labels_out:   (k)                  classification; not touched for regression
+//   targets_out:  (k, num_targets)     regression; not touched for classification
+// Allocates nothing. Throws Error on a size mismatch of a buffer it fills, or an index out of
+// range.
 void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,
-                  std::span<float> images_out, std::span<std::int32_t> labels_out);
+                  std::span<float> images_out, std::span<std::int32_t> labels_out,
+                  std::span<float> targets_out = {});
 
 // out[i] = bytes[i] / 255 (as float), the conversion of IDX pixels and uint8 user data.
 void bytes_to_unit(std::span<const std::uint8_t> bytes, std::span<float> out);

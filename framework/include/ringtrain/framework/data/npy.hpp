@@ -48,4 +48,9 @@ StoredArray read_npy(const std::filesystem::path& file);
 // (n,)), its header padded to a multiple of 64 bytes as NumPy writes it.
 std::string npy_int64_vector(std::span<const std::int64_t> values);
 
+// The same for float32 values ('<f4') of `shape` (its items must be values.size()), e.g. a
+// regression model's outputs (n) or (n, k).
+std::string npy_float32_array(std::span<const float> values,
+                              const std::vector<std::uint64_t>& shape);
+
 }  // namespace ringtrain::data

@@ -10,7 +10,8 @@
 // x: float32 used as is, or uint8 divided by 255; shape (n, ...), e.g. (n, features) or
 // (n, channels, height, width); the same sample shape in both splits.
 // y: class labels (n), int64, int32 or uint8; classes = max label + 1 over both splits, or the
-// HDF5 root attribute `classes` when it says more.
+// HDF5 root attribute `classes` when it says more. Or regression targets: float32 of shape
+// (n) or (n, k), finite, k the same in both splits (y of shape (n) is k = 1).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ enum class DataLayout { kIdx, kHdf5, kNpy };
 const char* to_string(DataLayout layout);
 
 inline constexpr std::size_t kMaxClasses = 65536;
+inline constexpr std::size_t kMaxTargets = 65536;  // k of a regression y (n, k)
 
 // One array as the manifest records it.
 struct ArrayFacts {
@@ -44,12 +46,17 @@ struct DataInfo {
   std::string path;
   DataLayout layout = DataLayout::kIdx;
   Shape sample_shape;
-  std::size_t num_classes = 0;
+  std::size_t num_classes = 0;     // 0 for regression
+  std::size_t num_targets = 0;     // k of float32 y (n) or (n, k); 0: class labels
   std::vector<ArrayFacts> arrays;  // train/x, train/y, test/x, test/y
   // The data's digest: XXH3-64 (16 hex digits) over each array's name, dtype, shape and
   // xxh3. The same values give the same digest whatever the layout or path that holds them;
   // "" when loaded without digests.
   std::string digest;
+
+  bool regression() const { return num_targets > 0; }
+  // Values the model's output holds per sample: classes (logits) or regression targets.
+  std::size_t outputs() const { return regression() ? num_targets : num_classes; }
 };
 
 struct DataSplits {
@@ -76,13 +83,15 @@ std::string data_digest(const std::vector<ArrayFacts>& arrays);
 // Loads both splits of `path` (empty: the Debian package's Fashion-MNIST folder).
 // Throws DataError naming the file (and dataset) for: a missing path or file, x and y
 // lengths that differ, a label < 0 or >= classes, more than kMaxClasses classes, NaN or Inf
-// in x, an unsupported dtype (float targets included: regression is not supported yet), a
-// big-endian array, a truncated file or a dataset whose stored size exceeds the file, Fortran
-// order, wrong ranks, train and test samples of different shapes, data that would hold more
-// than options.memory_limit_bytes in memory (naming the limit and what does not fit).
+// in x or in float targets, float targets of rank > 2 or more than kMaxTargets per sample,
+// one split with labels and the other with targets (or targets of another width), an
+// unsupported dtype, a big-endian array, a truncated file or a dataset whose stored size exceeds
+// the file, Fortran order, wrong ranks, train and test samples of different shapes, data that would
+// hold more than options.memory_limit_bytes in memory (naming the limit and what does not fit).
 DataSplits load_data(const std::filesystem::path& path, const LoadOptions& options = {});
 
-// Turns a split's stored x and y into a Dataset of `classes` classes (labels checked).
+// Turns a split's stored x and y into a Dataset of `classes` classes (labels checked), or, for
+// float32 y, of regression targets (checked finite; `classes` is not used).
 // Throws DataError as load_data.
 Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t classes,
                      const LoadOptions& options = {});

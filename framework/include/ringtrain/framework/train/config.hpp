@@ -26,6 +26,7 @@ struct TrainConfig {
   std::string mlp_hidden = "1024,1024";
   float dropout = 0.0f;
   Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;  // of 5x5 stride-1 layers
+  LossChoice loss = LossChoice::kAuto;  // auto: cross-entropy for class labels, mse for targets
 
   // batches and length
   std::size_t global_batch = 128;
@@ -72,7 +73,7 @@ struct TrainConfig {
   // run directory, evaluation, logging
   std::string run_dir;           // empty: runs/<model>-<timestamp>
   std::uint64_t eval_every = 0;  // steps; 0: once per epoch
-  double target_accuracy = 0.0;  // 0: no target
+  double target = 0.0;  // 0: no target; reached when the metric is >= it (accuracy), <= (MSE)
   std::uint64_t log_every = 50;
   bool evaluate = true;  // --no-eval: skip evaluation (tests, speed runs)
   bool quiet = false;    // --quiet: rank 0 prints errors only

@@ -2,7 +2,9 @@
 // a student reads to see the whole idea. Its run() is the recipe:
 //
 //   1. slice     this rank's b_r samples of the global batch of B (b_r may be 0)
-//   2. forward   logits and the loss; the loss *sum* is scaled by 1/B (the reduction
+//   2. forward   outputs and the loss (softmax cross-entropy on class labels, squared error
+//                on regression targets: the data decide, loss.hpp); the loss *sum* is
+//                scaled by 1/B (the reduction
 //                convention, reduction.hpp), so that summing the ranks' gradients gives the
 //                gradient of the global batch's mean loss, whatever the split
 //   3. backward  layer by layer; as each layer's gradients are final, the reducer may start
@@ -108,9 +110,10 @@ class DataParallelStep {
 
   // Buffers planned once for max(b_r) samples.
   std::vector<float> inputs_;              // (b_r, input...)
-  std::vector<std::int32_t> labels_;       // (b_r)
+  std::vector<std::int32_t> labels_;       // (b_r) classification
+  std::vector<float> targets_;             // (b_r, targets) regression
   std::vector<std::uint64_t> sample_ids_;  // (b_r) global sample indices
-  std::vector<float> dlogits_;             // (b_r, classes)
+  std::vector<float> dlogits_;             // (b_r, outputs): classes or targets
 
   // Span names in the trace.
   std::vector<std::size_t> forward_names_, backward_names_;

@@ -2,7 +2,9 @@
 // test set, runs forward in chunks of kEvalChunk samples (no gradients, BatchNorm with its
 // running statistics, no dropout), and one allreduce sums the correct counts and loss sums.
 // The counts are integers held in doubles, so their sum is exact: the accuracy is the same
-// for every N.
+// for every N. On regression data (float targets) the metric is the test MSE instead, the mean
+// of (ŷ - y)² over every target value (loss.hpp); its sums are doubles added in rank order, so
+// it is the same for the same N (and agrees across N to rounding).
 #pragma once
 
 #include <cstddef>
@@ -19,9 +21,23 @@ namespace ringtrain {
 inline constexpr std::size_t kEvalChunk = 256;
 
 struct Evaluation {
-  double accuracy = 0.0;  // correct / test samples
-  double loss = 0.0;      // mean cross-entropy
+  double accuracy = 0.0;  // correct / test samples (classification)
+  double mse = 0.0;       // Σ (ŷ - y)² / (test samples · targets) (regression)
+  double loss = 0.0;      // mean per-sample loss: cross-entropy, or ½ Σ_k (ŷ_k - y_k)²
 };
+
+// The metric a run reports, stops on and records: test accuracy for class labels, test MSE
+// for regression targets.
+struct Metric {
+  const char* key;     // "test_accuracy" | "test_mse": metrics.jsonl and the manifest
+  const char* label;   // "test accuracy" | "test MSE": printed lines
+  bool higher_better;  // accuracy: a target is reached when >= it; MSE: when <= it
+  double of(const Evaluation& e) const { return higher_better ? e.accuracy : e.mse; }
+  bool reached(double value, double target) const {
+    return higher_better ? value >= target : value <= target;
+  }
+};
+Metric metric_for(bool regression);
 
 // Collective. `seed` keys the model's randomness as in training (unused without dropout).
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
@@ -34,5 +50,10 @@ Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed,
                     std::span<std::int64_t> predictions);
+
+// The same for regression data: `outputs` (test.size() x targets) receives every sample's
+// model outputs, gathered over ranks as above (floats in doubles: exact). Collective.
+Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
+                    const data::Dataset& test, std::uint64_t seed, std::span<float> outputs);
 
 }  // namespace ringtrain

@@ -40,6 +40,8 @@ enum class GemmChoice { kAuto, kOpenblas, kOwn };  // blas.hpp resolves auto for
 enum class CollectiveKind { kRing, kMpi, kHierarchical };  // ring, MPI_Allreduce, two-level
 enum class Overlap { kOn, kOff, kAlternate };      // alternate: on in even steps, off in odd
 enum class OnOff { kOn, kOff };
+// auto: from y's dtype (integer labels: cross-entropy, float32 targets: mse); loss.hpp
+enum class LossChoice { kAuto, kCrossEntropy, kMse };
 
 // The table of enum E: ModeTable<E>::kChoices, one row per value.
 template <typename E>
@@ -92,6 +94,11 @@ template <> struct ModeTable<Overlap> {
 template <> struct ModeTable<ProgressDriver> {
   static constexpr Choice<ProgressDriver> kChoices[] = {
       {ProgressDriver::kLayers, "layers"}, {ProgressDriver::kThread, "thread"}};
+};
+template <> struct ModeTable<LossChoice> {
+  static constexpr Choice<LossChoice> kChoices[] = {
+      {LossChoice::kAuto, "auto"}, {LossChoice::kCrossEntropy, "cross-entropy"},
+      {LossChoice::kMse, "mse"}};
 };
 template <> struct ModeTable<OnOff> {
   static constexpr Choice<OnOff> kChoices[] = {{OnOff::kOn, "on"}, {OnOff::kOff, "off"}};

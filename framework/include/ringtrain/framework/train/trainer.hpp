@@ -18,6 +18,7 @@
 #include <string>
 
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/fault_injector.hpp"
@@ -26,8 +27,9 @@ namespace ringtrain {
 
 struct TrainResults {
   std::uint64_t steps = 0;
-  double final_test_accuracy = 0.0;
-  double best_test_accuracy = 0.0;
+  bool regression = false;  // the metric: test accuracy, or test MSE (evaluation.hpp: Metric)
+  double final_test_metric = 0.0;
+  double best_test_metric = 0.0;  // the highest accuracy or the lowest MSE
   bool target_reached = false;
   std::uint64_t steps_to_target = 0;
   double time_to_target_s = 0.0;
@@ -35,14 +37,22 @@ struct TrainResults {
   double samples_per_s = 0.0;
   double wall_s = 0.0;
   std::uint64_t skipped_steps = 0;  // steps whose gradient was not finite (no update applied)
+  // "final_test_accuracy" / "best_test_accuracy", or "final_test_mse" / "best_test_mse", and
+  // "metric" naming which.
   nlohmann::json to_json() const;
 };
 
+// Refuses (UsageError, one line naming `where`) a --loss that does not fit the data's y
+// (mse on integer labels, cross-entropy on float targets) and a --target above 1 for
+// accuracy. --loss auto fits any data: integer labels train with cross-entropy, float32
+// targets with squared error (loss.hpp).
+void check_loss(const TrainConfig& config, const data::DataInfo& data, const std::string& where);
+
 class Trainer {
  public:
-  // Builds an unplanned model for the data's per-sample shape and class count.
-  using ModelFactory =
-      std::function<std::unique_ptr<Sequential>(const Shape& sample_shape, std::size_t classes)>;
+  // Builds an unplanned model for the data: its sample shape (data.sample_shape) and
+  // data.outputs() values per sample (its classes, or its regression targets).
+  using ModelFactory = std::function<std::unique_ptr<Sequential>(const data::DataInfo& data)>;
 
   // `model` is unplanned (the trainer plans it for its batches): framework/ cannot name
   // models/, so the caller (the CLI, a test, a course's program) builds it. run() throws

@@ -42,8 +42,11 @@ struct TrainingProgress {
   double useful_compute_s = 0.0;  // time spent in steps that this state contains
   std::uint64_t skipped_steps = 0;
   std::uint64_t nonfinite_in_a_row = 0;
-  double best_test_accuracy = 0.0;
-  double final_test_accuracy = 0.0;
+  // The run's metric (evaluation.hpp: Metric): test accuracy, or test MSE on regression data
+  // (whose best starts at +inf). Stored under the keys best_test_accuracy and
+  // final_test_accuracy, the names files had before regression, so those files still load.
+  double best_test_metric = 0.0;
+  double final_test_metric = 0.0;
   // The metrics window open at the save: losses of steps since the last metrics line.
   double window_loss = 0.0;
   double window_samples = 0.0;
