@@ -14,13 +14,21 @@
 //
 // The run, in order: make_plan (sizes, options) -> size_check_cost -> sweep (time_size per
 // size, the memcpy reference sampled at the largest) -> the α-β fit -> print_fit,
-// print_summary, print_traffic -> write_json.
+// print_summary, print_traffic, print_wire -> write_json.
 //
 // --collective hierarchical puts the two-level allreduce (hierarchical.hpp) in the ring's
 // place, hosts grouped as MPI reports them or by --ranks-per-host K: the "ring" rows and
 // columns are then its times and counters (with the inter-host ones in the JSON), the α-β
 // fit is a one-level fit of its times, and the memory-traffic table (a flat-ring model) is
 // left out.
+//
+// --wire bf16 puts the ring's messages on the wire as bf16 (ring_transfer.hpp; with
+// hierarchical only the cross-host ring's, hierarchical.hpp); MPI_Allreduce stays fp32, the
+// reference. The wire-bytes table (and the JSON rows) give the bytes one rank sends per call,
+// split into intra-host and inter-host for hierarchical (the flat ring does not know where
+// ranks sit, so its split is left empty), beside the measured time. Sizes, algbw, busbw and
+// the α-β fit stay in fp32 payload bytes M whatever the wire carries, so fp32 and bf16 runs
+// compare directly; the memory-traffic table (fp32 copies) is left out for bf16.
 #include <fmt/core.h>
 #include <mpi.h>
 
@@ -38,6 +46,7 @@
 #include "ringtrain/collectives/collectives.hpp"
 #include "ringtrain/collectives/cost_model.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/modes.hpp"
 
 namespace ringtrain::cli {
 
@@ -61,6 +70,7 @@ struct Settings {
   bool small_pages = false;  // plain std::vector buffers instead of huge pages
   std::string collective = "ring";  // or "hierarchical", in the ring's place
   int ranks_per_host = 0;           // hierarchical: hosts of K consecutive ranks; 0: MPI's
+  std::string wire = "fp32";        // the ring's wire format: fp32 or bf16 (MPI's stays fp32)
 };
 
 struct Row {
@@ -197,6 +207,7 @@ Plan make_plan(const Settings& settings, const coll::Communicator& comm,
     plan.ring.algorithm = coll::Algorithm::kHierarchical;
     plan.ring.hierarchy = hierarchy;
   }
+  plan.ring.wire = parse_choice<coll::Wire>(settings.wire, "--wire");
   for (const std::string& s : settings.sizes) plan.sizes.push_back(parse_size(s));
   if (plan.sizes.empty())
     for (std::size_t b = 4; b <= 64u * 1024 * 1024; b *= 2) plan.sizes.push_back(b);
@@ -339,6 +350,14 @@ double bus_factor(int N) {
   return N > 1 ? 2.0 * (N - 1) / N : 0.0;
 }
 
+// What the ring (or the hierarchical allreduce) puts on the wire, in words.
+std::string wire_text(const coll::RingOptions& ring) {
+  if (ring.wire == coll::Wire::kFp32) return "fp32";
+  if (ring.algorithm == coll::Algorithm::kHierarchical)
+    return "bf16 between hosts (the cross-host ring rounds; within a host fp32)";
+  return "bf16 (every ring message rounded to nearest even, added in fp32)";
+}
+
 void print_header(const coll::Communicator& comm, const Settings& settings, const Plan& plan,
                   std::pair<double, double> check_s) {
   const coll::Hierarchy* h = plan.ring.hierarchy;
@@ -351,6 +370,7 @@ void print_header(const coll::Communicator& comm, const Settings& settings, cons
       comm.size(), comm.ranks_per_node(), coll::available_cores(), settings.wait,
       coll::to_string(plan.resolved), human(static_cast<double>(plan.ring.segment_bytes)),
       plan.ring.segments_in_flight, plan.ring.check_sizes ? "on" : "off");
+  fmt::print("wire: {}; MPI_Allreduce: fp32\n", wire_text(plan.ring));
   fmt::print("buffers: {}; size check alone: ring {:.1f} us, MPI_Allreduce {:.1f} us\n\n",
              settings.small_pages ? "std::vector (4 KiB pages)" : "huge pages (buffer.hpp)",
              check_s.first * 1e6, check_s.second * 1e6);
@@ -457,7 +477,27 @@ void print_traffic(const std::vector<Row>& rows, int N, double memcpy_Bps) {
   }
 }
 
-nlohmann::json rows_json(const std::vector<Row>& rows, int N) {
+// The wire-bytes table: per size, the ring's time and the bytes rank 0 sent in one call
+// (all of them, within its host, to other hosts) with the rate they left at. The flat ring
+// does not know where ranks sit: its split is "-".
+void print_wire(const std::vector<Row>& rows, const coll::RingOptions& ring) {
+  const bool split = ring.algorithm == coll::Algorithm::kHierarchical;
+  fmt::print("\nwire bytes sent by rank 0 per call ({}):\n", wire_text(ring));
+  fmt::print("{:>10} {:>11} {:>14} {:>14} {:>14} {:>12}\n", "size", "ring ms", "sent B",
+             "intra-host B", "inter-host B", "sent GB/s");
+  for (const Row& r : rows) {
+    if (r.impl != "ring") continue;
+    const coll::Counters& c = r.counters;
+    fmt::print("{:>10} {:>11.4f} {:>14} {:>14} {:>14} {:>12.3f}\n",
+               human(static_cast<double>(r.bytes)), r.median_s * 1e3, c.bytes_sent,
+               split ? std::to_string(c.bytes_sent - c.inter_host_bytes_sent) : "-",
+               split ? std::to_string(c.inter_host_bytes_sent) : "-",
+               static_cast<double>(c.bytes_sent) / r.median_s / 1e9);
+  }
+}
+
+nlohmann::json rows_json(const std::vector<Row>& rows, int N, const coll::RingOptions& ring) {
+  const bool split = ring.algorithm == coll::Algorithm::kHierarchical;
   nlohmann::json json_rows = nlohmann::json::array();
   for (const Row& r : rows) {
     const double algbw = static_cast<double>(r.bytes) / r.median_s / 1e9;
@@ -465,12 +505,18 @@ nlohmann::json rows_json(const std::vector<Row>& rows, int N) {
                           {"bytes", r.bytes},     {"median_s", r.median_s},
                           {"algbw_GBps", algbw},  {"busbw_GBps", algbw * bus_factor(N)},
                           {"repeats", r.repeats}, {"calls_per_sample", r.calls_per_sample},
-                          {"rounds", nullptr},    {"bytes_sent_per_rank", nullptr}};
+                          {"wire", "fp32"},       {"rounds", nullptr},
+                          {"bytes_sent_per_rank", nullptr}};
     if (r.impl == "ring") {
-      row["rounds"] = r.counters.rounds;
-      row["bytes_sent_per_rank"] = r.counters.bytes_sent;  // rank 0's; the same on every rank
-      row["inter_host_rounds"] = r.counters.inter_host_rounds;  // when N divides M
-      row["inter_host_bytes_sent_per_rank"] = r.counters.inter_host_bytes_sent;
+      const coll::Counters& c = r.counters;  // rank 0's (extra ranks of a host differ)
+      row["wire"] = name_of(ring.wire);
+      row["rounds"] = c.rounds;
+      row["bytes_sent_per_rank"] = c.bytes_sent;  // on the wire: bf16 bytes where rounded
+      row["inter_host_rounds"] = split ? nlohmann::json(c.inter_host_rounds) : nullptr;
+      row["intra_host_bytes_sent_per_rank"] =
+          split ? nlohmann::json(c.bytes_sent - c.inter_host_bytes_sent) : nullptr;
+      row["inter_host_bytes_sent_per_rank"] =
+          split ? nlohmann::json(c.inter_host_bytes_sent) : nullptr;
     }
     json_rows.push_back(row);
   }
@@ -526,6 +572,7 @@ void write_json(const coll::Communicator& comm, const Settings& settings, const 
       {"collective", settings.collective},
       {"ranks_per_host", settings.ranks_per_host},
       {"hosts", plan.ring.hierarchy ? plan.ring.hierarchy->layout().hosts : 0},
+      {"wire", name_of(plan.ring.wire)},  // the ring's; MPI_Allreduce's rows say fp32
       {"rows", std::move(rows)},
       {"fit", std::move(fit)}};
   std::ofstream out(settings.json_path);
@@ -535,12 +582,25 @@ void write_json(const coll::Communicator& comm, const Settings& settings, const 
   fmt::print("\nwrote {}\n", settings.json_path);
 }
 
+// The refusals of `ringtrain train` for the same flags: one UsageError, before any collective.
+// MPI_Allreduce is always the comparison, so --collective mpi is refused; with --wire bf16 as
+// training words it (bf16 is the ring's).
+void check_choices(const Settings& settings) {
+  const coll::Wire wire = parse_choice<coll::Wire>(settings.wire, "--wire");
+  if (settings.collective == "mpi" && wire == coll::Wire::kBf16)
+    throw UsageError(
+        "--wire bf16 is done by the ring: it needs --collective ring or hierarchical (which "
+        "rounds between hosts only)");
+  if (settings.collective != "ring" && settings.collective != "hierarchical")
+    throw UsageError("--collective " + settings.collective +
+                     ": choose ring or hierarchical (MPI_Allreduce runs beside it always)");
+}
+
 int run_bench(const Settings& settings) {
   coll::Communicator comm;
   const int N = comm.size();
   const bool leader = comm.rank() == 0;
-  if (settings.collective != "ring" && settings.collective != "hierarchical")
-    throw UsageError("--collective " + settings.collective + ": choose ring or hierarchical");
+  check_choices(settings);
   if (settings.ranks_per_host < 0 ||
       (settings.ranks_per_host > 0 && settings.collective != "hierarchical"))
     throw UsageError("--ranks-per-host " + std::to_string(settings.ranks_per_host) +
@@ -562,10 +622,13 @@ int run_bench(const Settings& settings) {
   if (leader) {
     print_fit(fit, samples);
     print_summary(rows, N, facts.memcpy_Bps, plan.memcpy_bytes);
-    if (!hierarchy) print_traffic(rows, N, facts.memcpy_Bps);
+    if (!hierarchy && plan.ring.wire == coll::Wire::kFp32)
+      print_traffic(rows, N, facts.memcpy_Bps);
+    print_wire(rows, plan.ring);
   }
   if (leader && !settings.json_path.empty())
-    write_json(comm, settings, plan, facts, rows_json(rows, N), fit_json(fit, samples));
+    write_json(comm, settings, plan, facts, rows_json(rows, N, plan.ring),
+               fit_json(fit, samples));
   return 0;
 }
 
@@ -604,6 +667,10 @@ void add_bench_allreduce(CLI::App& bench, Runner& run) {
       ->capture_default_str();
   sub->add_option("--ranks-per-host", settings->ranks_per_host,
                   "hierarchical: ranks [hK, (h+1)K) form host h (0: the hosts MPI reports)")
+      ->capture_default_str();
+  sub->add_option("--wire", settings->wire,
+                  "the ring's messages as fp32, or bf16 (rounded to nearest even, added in "
+                  "fp32; hierarchical: between hosts only); MPI_Allreduce stays fp32")
       ->capture_default_str();
   sub->callback([&run, settings] { run = [settings] { return run_bench(*settings); }; });
 }

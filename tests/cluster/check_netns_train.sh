@@ -9,10 +9,8 @@
 # be made (not root, no `ip`).
 set -u
 cluster=$1 ringtrain=$2 mpiexec=$3
-reason=$("$cluster" check) || { echo "SKIP: $reason"; exit 77; }
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-fail() { echo "FAIL: $*"; for f in *.log; do echo "--- $f"; tail -8 "$f"; done; exit 1; }
+# shellcheck source=/dev/null  # netns_setup.sh beside this script, checked on its own
+source "$(dirname "$0")/netns_setup.sh"  # skip (77) or a scratch directory, and fail()
 export MPIEXEC_TIMEOUT=40
 steps=12
 args=(train --model mlp --global-batch 128 --steps "$steps" --no-eval --log-every 2
