@@ -24,13 +24,12 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
                           ": AsyncAllreduce::start while the previous reduction is active");
   if (which != Collective::kAllreduce && options.algorithm == Algorithm::kMpi)
     throw CollectiveError(
-        "AsyncAllreduce: a reduce-scatter or all-gather alone needs the ring "
-        "algorithm (Algorithm::kRing), not MPI's allreduce");
+        "AsyncAllreduce: a reduce-scatter or all-gather alone needs the ring or the "
+        "hierarchical algorithm, not MPI's allreduce");
   if (options.wire != Wire::kFp32 && options.algorithm == Algorithm::kMpi)
     throw CollectiveError("AsyncAllreduce: a bf16 wire needs the ring (Algorithm::kRing)");
-  const Hierarchy* hierarchy = options.algorithm == Algorithm::kHierarchical
-                                   ? &checked_hierarchy(comm, options, which)
-                                   : nullptr;
+  const Hierarchy* hierarchy =
+      options.algorithm == Algorithm::kHierarchical ? &checked_hierarchy(comm, options) : nullptr;
   comm_ = &comm;
   options_ = options;
   data_ = data;
@@ -41,7 +40,7 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
     return;
   }
   if (hierarchy != nullptr) {
-    hierarchical_.start(*hierarchy, data, options, residual);
+    hierarchical_.start(*hierarchy, data, options, residual, which);
     return;
   }
   if (comm.size() == 1 || data.empty()) return;
@@ -50,6 +49,17 @@ void AsyncAllreduce::start(const Communicator& comm, std::span<float> data,
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT,
                            MPI_SUM, comm.handle(), &mpi_request_),
             "MPI_Iallreduce");
+}
+
+ChunkRange reduce_scatter_shard(std::size_t M, int N, int rank, const RingOptions& options) {
+  if (options.algorithm == Algorithm::kHierarchical) {
+    if (options.hierarchy == nullptr)
+      throw CollectiveError("rank " + std::to_string(rank) +
+                            ": Algorithm::kHierarchical needs RingOptions::hierarchy");
+    return hierarchical_shard(M, options.hierarchy->layout());
+  }
+  const auto n = static_cast<std::size_t>(N), r = static_cast<std::size_t>(rank);
+  return {chunk_begin(M, n, r), chunk_size(M, n, r)};
 }
 
 bool AsyncAllreduce::progress() {

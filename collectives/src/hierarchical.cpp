@@ -67,30 +67,36 @@ Hierarchy::~Hierarchy() {
   if (host_comm_ != MPI_COMM_NULL) MPI_Comm_free(&host_comm_);
 }
 
-Counters hierarchical_counters(std::size_t M, const HostLayout& layout) {
+Counters hierarchical_counters(std::size_t M, const HostLayout& layout, Collective which) {
   const auto L = static_cast<std::size_t>(layout.host_chunks);
   Counters total;
-  add(total, expected_counters(host_collective(layout, true), M, layout.host_size, layout.local));
+  if (which != Collective::kAllGather)
+    add(total, expected_counters(host_collective(layout, true), M, layout.host_size, layout.local));
   if (layout.core()) {
     const std::size_t chunk = chunk_size(M, L, static_cast<std::size_t>(layout.local));
-    Counters cross = expected_counters(Collective::kAllreduce, chunk, layout.hosts,
-                                       layout.cross_rank);
+    Counters cross = expected_counters(which, chunk, layout.hosts, layout.cross_rank);
     cross.inter_host_rounds = cross.rounds;
     cross.inter_host_bytes_sent = cross.bytes_sent;
     add(total, cross);
   }
-  add(total,
-      expected_counters(host_collective(layout, false), M, layout.host_size, layout.local));
+  if (which != Collective::kReduceScatter)
+    add(total,
+        expected_counters(host_collective(layout, false), M, layout.host_size, layout.local));
   return total;
 }
 
-const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& options,
-                                   Collective which) {
+ChunkRange hierarchical_shard(std::size_t M, const HostLayout& layout) {
+  if (!layout.core()) return {};
+  const auto l = static_cast<std::size_t>(layout.local);
+  const auto L = static_cast<std::size_t>(layout.host_chunks);
+  const auto H = static_cast<std::size_t>(layout.hosts);
+  const auto h = static_cast<std::size_t>(layout.cross_rank);
+  const std::size_t host_chunk = chunk_size(M, L, l);
+  return {chunk_begin(M, L, l) + chunk_begin(host_chunk, H, h), chunk_size(host_chunk, H, h)};
+}
+
+const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& options) {
   const std::string rank = "rank " + std::to_string(comm.rank()) + ": ";
-  if (which != Collective::kAllreduce)
-    throw CollectiveError(rank +
-                          "the hierarchical algorithm runs whole allreduces only, not a "
-                          "reduce-scatter or all-gather alone; use Algorithm::kRing");
   if (options.hierarchy == nullptr)
     throw CollectiveError(rank + "Algorithm::kHierarchical needs RingOptions::hierarchy");
   if (options.hierarchy->world_handle() != comm.handle())
@@ -101,7 +107,7 @@ const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& 
 Counters hierarchical_allreduce(HierarchicalTransfer& transfer, const Communicator& comm,
                                 std::span<float> data, const RingOptions& options) {
   if (options.check_sizes) check_same_size(comm, data.size(), "allreduce_sum", options.wait);
-  transfer.start(checked_hierarchy(comm, options, Collective::kAllreduce), data, options);
+  transfer.start(checked_hierarchy(comm, options), data, options);
   return transfer.wait(options.wait);
 }
 
@@ -115,7 +121,8 @@ HierarchicalTransfer::~HierarchicalTransfer() {
 }
 
 void HierarchicalTransfer::start(const Hierarchy& hierarchy, std::span<float> data,
-                                 const RingOptions& options, std::span<float> residual) {
+                                 const RingOptions& options, std::span<float> residual,
+                                 Collective which) {
   if (active())
     throw CollectiveError("rank " + std::to_string(hierarchy.host().rank()) +
                           ": HierarchicalTransfer::start while a previous transfer is active");
@@ -127,10 +134,11 @@ void HierarchicalTransfer::start(const Hierarchy& hierarchy, std::span<float> da
   data_ = data;
   residual_ = residual;
   options_ = options;
+  which_ = which;
   counters_ = Counters{};
   events_ = 0;
   not_finite_ = false;
-  enter(Phase::kHostReduce);
+  enter(which == Collective::kAllGather ? Phase::kCross : Phase::kHostReduce);
   settle();
 }
 
@@ -162,8 +170,8 @@ void HierarchicalTransfer::start_phase(Phase phase) {
       if (!layout.core()) break;  // an extra rank has no host chunk
       const std::size_t begin = chunk_begin(data_.size(), L, l);
       const std::size_t size = chunk_size(data_.size(), L, l);
-      ring_.start(*hierarchy_->cross(), data_.subspan(begin, size), Collective::kAllreduce,
-                  options_, residual_.empty() ? residual_ : residual_.subspan(begin, size));
+      ring_.start(*hierarchy_->cross(), data_.subspan(begin, size), which_, options_,
+                  residual_.empty() ? residual_ : residual_.subspan(begin, size));
       ran_ = true;
       break;
     }
@@ -182,6 +190,12 @@ void HierarchicalTransfer::start_phase(Phase phase) {
   }
 }
 
+// A reduce-scatter ends after the cross ring; an all-gather began there.
+HierarchicalTransfer::Phase HierarchicalTransfer::next_phase() const {
+  if (phase_ == Phase::kCross && which_ == Collective::kReduceScatter) return Phase::kDone;
+  return static_cast<Phase>(static_cast<int>(phase_) + 1);
+}
+
 bool HierarchicalTransfer::final_phase(Phase phase) const {
   return hierarchy_->layout().hosts == 1 ? phase == Phase::kHostReduce : phase == Phase::kCross;
 }
@@ -198,7 +212,7 @@ void HierarchicalTransfer::settle() {
       events_ += ring_.events();
       if (final_phase(phase_)) not_finite_ = ring_.sum_not_finite();
     }
-    enter(static_cast<Phase>(static_cast<int>(phase_) + 1));
+    enter(next_phase());
   }
 }
 

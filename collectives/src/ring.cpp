@@ -65,12 +65,14 @@ void run_mpi(const Communicator& comm, std::span<float> data, Collective which) 
 
 Counters run_collective(RingTransfer& transfer, const Communicator& comm, std::span<float> data,
                         Collective which, const RingOptions& options) {
-  if (options.algorithm == Algorithm::kHierarchical) {
-    checked_hierarchy(comm, options, which);  // a reduce-scatter or all-gather alone: refused
-    HierarchicalTransfer hierarchical;
-    return hierarchical_allreduce(hierarchical, comm, data, options);
-  }
+  const Hierarchy* hierarchy =
+      options.algorithm == Algorithm::kHierarchical ? &checked_hierarchy(comm, options) : nullptr;
   if (options.check_sizes) check_same_size(comm, data.size(), name_of(which), options.wait);
+  if (hierarchy != nullptr) {
+    HierarchicalTransfer hierarchical;
+    hierarchical.start(*hierarchy, data, options, {}, which);
+    return hierarchical.wait(options.wait);
+  }
   if (options.algorithm == Algorithm::kMpi) {
     if (options.wire != Wire::kFp32)
       throw CollectiveError(std::string(name_of(which)) + ": a bf16 wire needs the ring");

@@ -1,13 +1,16 @@
 // The hierarchical allreduce under MPI at N = 1..4 with hosts of K = 1, 2, 3 consecutive ranks
 // (N = 3, K = 2 and N = 4, K = 3 are uneven) and MPI's shared-memory grouping: the layout,
 // exact sums, agreement with the flat ring, the same bits on every rank and every call,
-// counters equal to the formula, async equal to blocking, a NaN seen, misuse refused.
+// counters equal to the formula, async equal to blocking, a NaN seen, misuse refused; the
+// two halves apart (ZeRO-1's): shards that partition the buffer, exact sums on them, the
+// all-gather rebuilding the buffer, together the allreduce's bits, counters of the formula.
 //
 // Inputs for the comparisons with the flat ring are not integers (sin), so the two summation
 // orders round differently and only the tolerance can hold; the exact-sum case uses
 // integers, whose sums are exact in float.
 #include <mpi.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -280,14 +283,93 @@ TEST_CASE("hierarchical AsyncAllreduce: some rank sees a NaN of any rank's gradi
   REQUIRE_ALL_RANKS(facts);
 }
 
+namespace {
+
+// The shards of all ranks for M elements, gathered: (begin, size) of rank q at 2q, 2q+1.
+std::vector<unsigned long long> all_shards(std::size_t M, const HostLayout& layout, int N) {
+  const ChunkRange mine = hierarchical_shard(M, layout);
+  const unsigned long long pair[2] = {mine.begin, mine.size};
+  std::vector<unsigned long long> shards(2 * static_cast<std::size_t>(N));
+  MPI_Allgather(pair, 2, MPI_UNSIGNED_LONG_LONG, shards.data(), 2, MPI_UNSIGNED_LONG_LONG,
+                MPI_COMM_WORLD);
+  return shards;
+}
+
+// Shards that tile [0, M) in some order: sorted by begin, each starts where the last ended.
+bool partition(std::vector<unsigned long long> shards, std::size_t M) {
+  std::vector<std::pair<unsigned long long, unsigned long long>> ranges;
+  for (std::size_t q = 0; q + 1 < shards.size(); q += 2)
+    if (shards[q + 1] > 0) ranges.emplace_back(shards[q], shards[q + 1]);
+  std::sort(ranges.begin(), ranges.end());
+  unsigned long long end = 0;
+  for (const auto& [begin, size] : ranges) {
+    if (begin != end) return false;
+    end = begin + size;
+  }
+  return end == M;
+}
+
+// ZeRO-1's way, one AsyncAllreduce running the halves with garbage outside this rank's shard
+// in between, gives the allreduce's bits (rough inputs: the order of the sums shows).
+bool halves_are_the_allreduce(const Communicator& comm, const RingOptions& options, std::size_t M) {
+  std::vector<float> allreduced = inputs(rough, comm.rank(), M), halves = allreduced;
+  allreduce_sum(comm, allreduced, options);
+  AsyncAllreduce reduction;
+  reduction.start(comm, halves, options, Collective::kReduceScatter);
+  reduction.wait();
+  const bool reduced = reduction.own_chunk_reduced();
+  const ChunkRange mine = reduce_scatter_shard(M, comm.size(), comm.rank(), options);
+  for (std::size_t i = 0; i < M; ++i)
+    if (i < mine.begin || i >= mine.begin + mine.size) halves[i] = 12345.0f;
+  reduction.start(comm, halves, options, Collective::kAllGather);
+  reduction.wait();
+  return reduced && bitwise_equal(halves, allreduced);
+}
+
+}  // namespace
+
+TEST_CASE("hierarchical halves: reduce-scatter sums each rank's shard, all-gather spreads them") {
+  Communicator comm;
+  const int N = comm.size(), r = comm.rank();
+  Facts facts;
+  for (int K : kGroupings) {
+    Hierarchy hierarchy(comm, K);
+    const HostLayout& h = hierarchy.layout();
+    const RingOptions options = hierarchical_options(hierarchy);
+    for (std::size_t M : element_counts(N)) {
+      const std::string where = "K=" + std::to_string(K) + " M=" + std::to_string(M);
+      const ChunkRange mine = hierarchical_shard(M, h);
+      facts.check(partition(all_shards(M, h, N), M), where + " shards do not partition [0, M)");
+      facts.check(h.core() || mine.size == 0, where + " an extra rank has a shard");
+      std::vector<float> x = inputs(whole, r, M);
+      const Counters rs = reduce_scatter_sum(comm, x, options);
+      for (std::size_t i = mine.begin; i < mine.begin + mine.size; ++i) {
+        const float sum = static_cast<float>(512 * N * (N + 1) + N * static_cast<int>(i % 1021));
+        if (!facts.check(x[i] == sum, where + " shard sum wrong at " + std::to_string(i))) break;
+      }
+      facts.check(rs == hierarchical_counters(M, h, Collective::kReduceScatter),
+                  where + " reduce-scatter counters differ from the formula");
+      // Each rank writes only its shard (values that say whose it is), over garbage.
+      std::vector<float> y(M, float(1000 + r)), expected(M);
+      for (std::size_t i = mine.begin; i < mine.begin + mine.size; ++i) y[i] = float(i % 4093);
+      for (std::size_t i = 0; i < M; ++i) expected[i] = float(i % 4093);
+      const Counters ag = all_gather(comm, y, options);
+      facts.check(bitwise_equal(y, expected), where + " all-gather did not rebuild the buffer");
+      facts.check(ag == hierarchical_counters(M, h, Collective::kAllGather),
+                  where + " all-gather counters differ from the formula");
+      facts.check(halves_are_the_allreduce(comm, options, M),
+                  where + " halves differ from the allreduce");
+    }
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
 TEST_CASE("hierarchical: misuse is refused on every rank before any data moves") {
   Communicator comm;
   Hierarchy hierarchy(comm, 2);
   std::vector<float> x(64, 1.0f);
   RingOptions options = hierarchical_options(hierarchy);
-  REQUIRE_THROWS_AS(reduce_scatter_sum(comm, x, options), CollectiveError);
   AsyncAllreduce reduction;
-  REQUIRE_THROWS_AS(reduction.start(comm, x, options, Collective::kAllGather), CollectiveError);
   options.segments_in_flight = 0;  // invalid: the first phase refuses to start
   REQUIRE_THROWS_AS(reduction.start(comm, x, options), CollectiveError);
   REQUIRE(all_ranks(!reduction.active()));

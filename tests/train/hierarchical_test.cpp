@@ -2,7 +2,7 @@
 // as one process to rounding (they sum in different orders), for hosts of 1 and 2 ranks (uneven at N = 3)
 // and MPI's own grouping; every rank ends with the same bits; buckets with overlap on and off
 // give the same bits; SyncBatchNorm runs with it; metrics.jsonl's wire_bytes and
-// inter_host_bytes; ZeRO-1 and --ranks-per-host without it are refused.
+// inter_host_bytes; --ranks-per-host without it is refused (ZeRO-1 with it: zero_test.cpp).
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -163,10 +163,13 @@ TEST_CASE("cnn-bn with SyncBatchNorm: hierarchical equals the flat ring within 1
   CHECK(same_on_all_ranks(two_level.parameters));
 }
 
-TEST_CASE("hierarchical: --zero 1 and a stray --ranks-per-host are usage errors") {
+TEST_CASE("hierarchical: --zero 1 is allowed (mpi's is not), a stray --ranks-per-host refused") {
   TrainConfig config = hierarchical(mlp_config(), 2);
   CHECK_NOTHROW(config.validate(world_size()));
   config.zero = 1;
+  CHECK_NOTHROW(config.validate(world_size()));
+  config.collective = CollectiveKind::kMpi;
+  config.ranks_per_host = 0;
   CHECK_THROWS_AS(config.validate(world_size()), UsageError);
   TrainConfig ring = mlp_config();
   ring.ranks_per_host = 2;

@@ -6,7 +6,12 @@
 //     progress drivers;
 //   - the optimizer state is divided: the ranks' bytes sum to the unsharded bytes, and each
 //     rank holds 1/N of them within one element per bucket and state tensor;
-//   - a checkpoint's gather to rank 0 alone gives rank 0 what the all-gather gives.
+//   - the same with --collective hierarchical (hosts of 1 and of 2 ranks, uneven at N = 3):
+//     each rank updates its shard of the two-level reduce-scatter, and the parameters after
+//     every step are bitwise those of hierarchical --zero 0; the state is divided among the
+//     core ranks (an extra rank holds none);
+//   - a checkpoint's gather to rank 0 alone gives rank 0 what the all-gather gives, each
+//     rank's own values in its pieces, for the ring's and the hierarchical shards.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +21,7 @@
 
 #include "mpi_test.hpp"
 #include "ringtrain/collectives/buckets.hpp"
+#include "ringtrain/collectives/hierarchical.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
 #include "train_rig.hpp"
 
@@ -113,27 +119,87 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
     }
 }
 
-TEST_CASE("gather_to_root gives rank 0 the full state that gather gives every rank") {
+TEST_CASE("hierarchical --zero 1 gives bitwise the parameters of hierarchical --zero 0") {
+  const int N = world_size();
+  for (const int K : {1, 2})
+    for (const std::string optimizer : {"sgd", "adamw"}) {
+      TrainConfig config = zero_config(optimizer, 4096);
+      config.collective = CollectiveKind::kHierarchical;
+      config.ranks_per_host = K;
+      const ZeroRun plain = run(config);
+      const bool leader = world_rank() == 0;
+      REQUIRE(all_ranks(!leader || plain.hashes.size() == 6));
+      config.zero = 1;
+      for (const char* overlap : {"on", "off"}) {
+        config.overlap = parse_choice<Overlap>(overlap, "--overlap");
+        INFO(fmt::format("{}, N = {}, --ranks-per-host {}, overlap {}", optimizer, N, K, overlap));
+        const ZeroRun zero = run(config);
+        REQUIRE(all_ranks(bitwise_equal(zero.out.parameters, plain.out.parameters)));
+        REQUIRE(all_ranks(!leader || zero.hashes == plain.hashes));
+        // The state is divided: the ranks' bytes sum to the unsharded ones; at N = 3 with
+        // hosts of 2, rank 1 is an extra rank and owns nothing.
+        bool bytes_ok = true;
+        if (leader) {
+          const std::size_t full = zero.state["unsharded_bytes"];
+          const std::vector<std::size_t> per_rank = zero.state["bytes_per_rank"];
+          bytes_ok = std::accumulate(per_rank.begin(), per_rank.end(), std::size_t{0}) == full &&
+                     per_rank.size() == std::size_t(N);
+          if (N == 3 && K == 2) bytes_ok = bytes_ok && per_rank[1] == 0 && per_rank[0] > 0;
+        }
+        REQUIRE(all_ranks(bytes_ok));
+      }
+    }
+}
+
+namespace {
+
+// Every rank's state holds its elements' flat indices plus 1000 x (rank + 1), so a value in
+// the wrong place, from the wrong rank, or from no rank (0) shows. Checks that gather() puts
+// this rank's own values in its pieces and the same bits everywhere, that the pieces of all
+// ranks add up to the whole (with the first: they partition it), and that gather_to_root
+// gives rank 0 what gather() gives.
+void check_gathers(const collectives::RingOptions& ring, const std::string& where, Facts& facts) {
   const collectives::Communicator comm;
   const int n = comm.size(), rank = comm.rank();
   // Parameter sizes incl. one smaller than N (a bucket with empty chunks) and odd sizes.
   const std::vector<std::size_t> sizes = {30, 50, 250, 40, 70, 1, 3};
   const std::size_t total = 444;
-  Facts facts;
   for (const std::size_t cap_bytes : {std::size_t{4}, std::size_t{400}, std::size_t{1} << 20}) {
+    const std::string at = fmt::format("{}, cap {}: ", where, cap_bytes);
     const auto buckets = collectives::plan_buckets(sizes, cap_bytes);
-    const OptimizerShard shard(buckets, total, n, rank, /*sharded=*/true);
-    // Each rank's shard holds its own elements' flat indices, plus 1000 x the rank's number
-    // (so a value in the wrong place, or from the wrong rank, shows).
+    const OptimizerShard shard(buckets, total, n, rank, /*sharded=*/true, ring);
     std::vector<float> full(total), mine(shard.elements());
-    std::iota(full.begin(), full.end(), 1000.0f * float(rank));
+    std::iota(full.begin(), full.end(), 1000.0f * float(rank + 1));
     shard.take(full, mine);
     std::vector<float> everywhere(total), at_root(rank == 0 ? total : 0);
     shard.gather(comm, mine, everywhere);
     shard.gather_to_root(comm, mine, at_root);
-    if (rank == 0)
-      facts.check(at_root == everywhere,
-                  fmt::format("cap {}: rank 0's gathered state differs from gather()'s", cap_bytes));
+    bool own = true;
+    for (const ShardPiece& p : shard.pieces())
+      for (std::size_t i = p.flat_offset; i < p.flat_offset + p.count; ++i)
+        own = own && everywhere[i] == full[i];
+    facts.check(own, at + "a rank's own values are not in its pieces");
+    unsigned long long elements = shard.elements(), sum = 0;
+    MPI_Allreduce(&elements, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    facts.check(sum == total, at + fmt::format("the shards hold {} of {} elements", sum, total));
+    std::vector<float> root = everywhere;
+    MPI_Bcast(root.data(), static_cast<int>(total), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    facts.check(bitwise_equal(root, everywhere), at + "gather() differs between ranks");
+    if (rank == 0) facts.check(at_root == everywhere, at + "gather_to_root differs from gather()");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gather_to_root gives rank 0 the full state that gather gives every rank") {
+  Facts facts;
+  check_gathers({}, "ring", facts);
+  for (const int K : {1, 2, 3}) {
+    const collectives::Hierarchy hierarchy(collectives::Communicator{}, K);
+    collectives::RingOptions ring;
+    ring.algorithm = collectives::Algorithm::kHierarchical;
+    ring.hierarchy = &hierarchy;
+    check_gathers(ring, fmt::format("hierarchical, hosts of {}", K), facts);
   }
   REQUIRE_ALL_RANKS(facts);
 }

@@ -7,23 +7,26 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <string>
 
-#include "ringtrain/collectives/ring.hpp"
+#include "ringtrain/collectives/async.hpp"
+#include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain {
 
 OptimizerShard::OptimizerShard(std::span<const collectives::Bucket> buckets,
-                               std::size_t total_elements, int N, int rank, bool sharded)
+                               std::size_t total_elements, int N, int rank, bool sharded,
+                               const collectives::RingOptions& ring)
     : buckets_(buckets.begin(), buckets.end()), total_(total_elements), sharded_(sharded) {
-  const auto n = static_cast<std::size_t>(N), r = static_cast<std::size_t>(rank);
   for (const collectives::Bucket& b : buckets_) {
     ShardPiece p{b.offset, b.elements, b.offset};
     if (sharded_) {
-      p = {b.offset + collectives::chunk_begin(b.elements, n, r),
-           collectives::chunk_size(b.elements, n, r), elements_};
+      const collectives::ChunkRange mine =
+          collectives::reduce_scatter_shard(b.elements, N, rank, ring);
+      p = {b.offset + mine.begin, mine.size, elements_};
       elements_ += p.count;
     }
     pieces_.push_back(p);
@@ -40,17 +43,52 @@ void OptimizerShard::take(std::span<const float> full, std::span<float> shard) c
                 shard.begin() + std::ptrdiff_t(p.shard_offset));
 }
 
+// Every rank's piece of each bucket, relative to the bucket, as MPI's v-collectives want them:
+// (counts, displacements) of bucket b at [b·N, (b+1)·N). Collective (one MPI_Allgather).
+OptimizerShard::PieceTable OptimizerShard::piece_table(
+    const collectives::Communicator& comm) const {
+  const std::size_t B = buckets_.size(), N = static_cast<std::size_t>(comm.size());
+  std::vector<int> mine(2 * B), all(2 * B * N);
+  for (std::size_t b = 0; b < B; ++b) {
+    if (buckets_[b].elements > static_cast<std::size_t>(INT_MAX))
+      throw Error(fmt::format("OptimizerShard: bucket {} has {} elements, more than MPI counts", b,
+                              buckets_[b].elements));
+    mine[2 * b] = static_cast<int>(pieces_[b].count);
+    mine[2 * b + 1] = static_cast<int>(pieces_[b].flat_offset - buckets_[b].offset);
+  }
+  collectives::check_mpi(MPI_Allgather(mine.data(), static_cast<int>(2 * B), MPI_INT, all.data(),
+                                       static_cast<int>(2 * B), MPI_INT, comm.handle()),
+                         "MPI_Allgather(shard pieces)");
+  PieceTable table{std::vector<int>(B * N), std::vector<int>(B * N)};
+  for (std::size_t q = 0; q < N; ++q)
+    for (std::size_t b = 0; b < B; ++b) {
+      table.counts[b * N + q] = all[q * 2 * B + 2 * b];
+      table.displs[b * N + q] = all[q * 2 * B + 2 * b + 1];
+    }
+  return table;
+}
+
+void OptimizerShard::place(std::span<const float> shard, std::span<float> full) const {
+  for (const ShardPiece& p : pieces_)
+    std::copy_n(shard.begin() + std::ptrdiff_t(p.shard_offset), p.count,
+                full.begin() + std::ptrdiff_t(p.flat_offset));
+}
+
 void OptimizerShard::gather(const collectives::Communicator& comm, std::span<const float> shard,
                             std::span<float> full) const {
   if (full.size() != total_ || shard.size() != elements_)
     throw Error(fmt::format("OptimizerShard::gather: got {} and {} elements, expected {} and {}",
                             shard.size(), full.size(), elements_, total_));
-  for (const ShardPiece& p : pieces_)
-    std::copy_n(shard.begin() + std::ptrdiff_t(p.shard_offset), p.count,
-                full.begin() + std::ptrdiff_t(p.flat_offset));
-  if (!sharded_) return;
-  for (const collectives::Bucket& b : buckets_)
-    collectives::all_gather(comm, full.subspan(b.offset, b.elements));
+  place(shard, full);
+  if (!sharded_ || comm.size() == 1) return;
+  const PieceTable table = piece_table(comm);
+  const auto N = static_cast<std::size_t>(comm.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    collectives::check_mpi(
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data() + buckets_[b].offset,
+                       table.counts.data() + b * N, table.displs.data() + b * N, MPI_FLOAT,
+                       comm.handle()),
+        "MPI_Allgatherv(optimizer shard)");
 }
 
 void OptimizerShard::gather_to_root(const collectives::Communicator& comm,
@@ -59,26 +97,23 @@ void OptimizerShard::gather_to_root(const collectives::Communicator& comm,
   if (shard.size() != elements_ || (root && full.size() != total_))
     throw Error(fmt::format("OptimizerShard::gather_to_root: got {} and {} elements, expected {} "
                             "and {}", shard.size(), full.size(), elements_, total_));
-  if (root)
-    for (const ShardPiece& p : pieces_)
-      std::copy_n(shard.begin() + std::ptrdiff_t(p.shard_offset), p.count,
-                  full.begin() + std::ptrdiff_t(p.flat_offset));
-  if (!sharded_) return;
-  const auto n = static_cast<std::size_t>(comm.size());
-  std::vector<int> counts(n), displs(n);
+  if (root) place(shard, full);
+  if (!sharded_ || comm.size() == 1) return;
+  const PieceTable table = piece_table(comm);
+  const auto N = static_cast<std::size_t>(comm.size());
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    for (std::size_t r = 0; r < n; ++r) {
-      counts[r] = static_cast<int>(collectives::chunk_size(buckets_[b].elements, n, r));
-      displs[r] = static_cast<int>(collectives::chunk_begin(buckets_[b].elements, n, r));
-    }
     const ShardPiece& mine = pieces_[b];
-    const float* send = shard.data() + mine.shard_offset;
     if (root)
-      MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, full.data() + buckets_[b].offset, counts.data(),
-                  displs.data(), MPI_FLOAT, 0, comm.handle());
+      collectives::check_mpi(
+          MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, full.data() + buckets_[b].offset,
+                      table.counts.data() + b * N, table.displs.data() + b * N, MPI_FLOAT, 0,
+                      comm.handle()),
+          "MPI_Gatherv(optimizer shard)");
     else
-      MPI_Gatherv(send, static_cast<int>(mine.count), MPI_FLOAT, nullptr, nullptr, nullptr,
-                  MPI_FLOAT, 0, comm.handle());
+      collectives::check_mpi(
+          MPI_Gatherv(shard.data() + mine.shard_offset, static_cast<int>(mine.count), MPI_FLOAT,
+                      nullptr, nullptr, nullptr, MPI_FLOAT, 0, comm.handle()),
+          "MPI_Gatherv(optimizer shard)");
   }
 }
 
@@ -92,10 +127,10 @@ void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const 
 }
 
 void check_zero_algorithm(bool zero, collectives::Algorithm algorithm, int world_size) {
-  if (zero && algorithm != collectives::Algorithm::kRing && world_size > 1)
+  if (zero && algorithm == collectives::Algorithm::kMpi && world_size > 1)
     throw UsageError(
-        "--zero 1 updates the chunk that the ring's reduce-scatter leaves each rank: use "
-        "--collective ring");
+        "--zero 1 updates the shard that a reduce-scatter leaves each rank, and MPI's "
+        "allreduce runs no halves: use --collective ring or hierarchical");
 }
 
 OptimizerStateBytes optimizer_state_bytes(const collectives::Communicator& comm,

@@ -313,16 +313,16 @@ std::vector<TrainOption> parallel_options() {
              }),
       option("zero", &TrainConfig::zero,
              "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates its "
-             "chunk of every bucket, the ring all-gathers the parameters",
+             "shard of every bucket (the reduce-scatter's), the all-gather spreads the parameters",
              [](const TrainConfig& c, int) {
                require(c.zero == 0 || c.zero == 1,
                        fmt::format("--zero {}: choose 0 (every rank keeps all optimizer state) "
                                    "or 1 (ZeRO-1: each rank its shard)",
                                    c.zero));
-               require(c.zero == 0 || c.collective == CollectiveKind::kRing,
-                       "--zero 1 updates the chunk the ring's reduce-scatter leaves each rank: "
-                       "it needs --collective ring (not mpi, and not hierarchical, whose "
-                       "pieces lie elsewhere)");
+               require(c.zero == 0 || c.collective != CollectiveKind::kMpi,
+                       "--zero 1 updates the shard a reduce-scatter leaves each rank, and "
+                       "MPI's allreduce runs no halves: it needs --collective ring or "
+                       "hierarchical");
              }),
   };
 }

@@ -174,9 +174,13 @@ nlohmann::json make_manifest(const RunFacts& f) {
       {"zero", c.zero},
       {"bytes_per_rank", f.state_bytes.per_rank},
       {"unsharded_bytes", f.state_bytes.unsharded},
-      {"layout", c.zero == 1 ? "ZeRO-1: rank r keeps state for chunk r of every gradient bucket "
-                               "(the ring's partition)"
-                             : "every rank keeps the state of every parameter"}};
+      {"layout", c.zero != 1 ? "every rank keeps the state of every parameter"
+                 : c.collective == CollectiveKind::kHierarchical
+                     ? "ZeRO-1: each rank keeps state for the shard of every gradient bucket "
+                       "that the hierarchical reduce-scatter leaves it (hierarchical_shard; "
+                       "an extra rank of a larger host: none)"
+                     : "ZeRO-1: rank r keeps state for chunk r of every gradient bucket "
+                       "(the ring's partition)"}};
   m["learning_rate_schedule"] = c.describe_schedule(f.total_steps);
   m["steps_per_epoch"] = f.steps_per_epoch;
   m["total_steps"] = f.total_steps;
@@ -232,7 +236,7 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   lines.push_back(fmt::format(
       "  optimizer state: {} bytes per rank (--zero {}{}; unsharded {} bytes)",
       fmt::join(f.state_bytes.per_rank, " / "), c.zero,
-      c.zero == 1 ? ": each rank its chunk of every bucket" : "", f.state_bytes.unsharded));
+      c.zero == 1 ? ": each rank its shard of every bucket" : "", f.state_bytes.unsharded));
   if (f.world > 1)
     lines.push_back(
         fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",

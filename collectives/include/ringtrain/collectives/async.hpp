@@ -14,8 +14,9 @@
 // Several in flight at once on one communicator need distinct RingOptions::tag values.
 //
 // ZeRO-1 runs the two halves apart: start(..., Collective::kReduceScatter) on the gradient,
-// then, once this rank has updated its chunk, start(..., Collective::kAllGather) on the
-// parameters with the same object (the ring's own chunk partition, schedule.hpp).
+// then, once this rank has updated its shard (reduce_scatter_shard below: the ring's own
+// chunk, schedule.hpp, or the hierarchical shard), start(..., Collective::kAllGather) on the
+// parameters with the same object.
 #pragma once
 
 #include <mpi.h>
@@ -29,6 +30,12 @@
 
 namespace ringtrain::collectives {
 
+// The elements of M that a reduce-scatter with `options` leaves fully summed on `rank` of N,
+// and that its all-gather takes from that rank: chunk `rank` (kRing; kMpi runs no halves) or
+// hierarchical_shard of the hierarchy's layout (kHierarchical; CollectiveError without
+// options.hierarchy). Local.
+ChunkRange reduce_scatter_shard(std::size_t M, int N, int rank, const RingOptions& options);
+
 class AsyncAllreduce {
  public:
   AsyncAllreduce() = default;
@@ -41,9 +48,11 @@ class AsyncAllreduce {
   // size agreement check runs first and blocks (one small collective). `comm` and `data`
   // must stay alive and `data` untouched until wait() or progress() reports completion.
   // Throws CollectiveError (size mismatch, MPI failure, still active). `which` other than
-  // kAllreduce (one half of the ring: schedule.hpp) needs Algorithm::kRing; with kMpi or
-  // kHierarchical it throws CollectiveError, and so does Wire::kBf16 with kMpi. kHierarchical
-  // needs options.hierarchy, built on `comm` (CollectiveError otherwise). `residual` (empty
+  // kAllreduce (one half: schedule.hpp, hierarchical.hpp) needs Algorithm::kRing or
+  // kHierarchical; with kMpi it throws CollectiveError, and so does Wire::kBf16 with kMpi.
+  // kHierarchical needs options.hierarchy, built on `comm` (CollectiveError otherwise). A
+  // hierarchical reduce-scatter leaves the sum on this rank's hierarchical_shard (not chunk
+  // `rank`), and its all-gather takes each rank's values from there. `residual` (empty
   // or data.size() floats, alive until completion) receives this rank's bf16 rounding
   // losses: RingTransfer::start (ring_transfer.hpp).
   void start(const Communicator& comm, std::span<float> data, const RingOptions& options = {},

@@ -6,8 +6,8 @@
 // The flat ring crosses each host's link in every one of its 2(N-1) rounds; here only the
 // middle phase crosses hosts, in 2(H-1) rounds, and all L ranks of a host use the link at
 // once, each for 1/L of the data. `ringtrain train --collective hierarchical [--ranks-per-host
-// K]` runs every gradient bucket's AsyncAllreduce (async.hpp) this way; ZeRO-1, which needs
-// the flat ring's chunk r on rank r, stays on the ring.
+// K]` runs every gradient bucket's AsyncAllreduce (async.hpp) this way, ZeRO-1's halves too
+// (below, "The two halves").
 //
 // Vocabulary
 //   host        a group of ranks: MPI's shared-memory node, or with ranks_per_host K the
@@ -33,6 +33,15 @@
 //                   nothing), then allreduce on the host ring. x + (-0.0f) == x bit for bit for
 //                   every float x (+0 included), so each chunk arrives exactly as its owner
 //                   holds it.
+// The two halves (ZeRO-1 runs them apart, with its update between them):
+//   reduce-scatter  phase 1, then phase 2 as the cross ring's reduce-scatter of c_l alone:
+//                   core rank l holds the full sum of its "shard", chunk cross_rank of c_l
+//                   cut into H (hierarchical_shard below); extra ranks hold none.
+//   all-gather      each rank's shard holds its values; phase 2 as the cross ring's
+//                   all-gather of c_l, then phase 3: every rank holds every shard.
+// The reduce-scatter's shards are bitwise the allreduce's sums there (the same rings' first
+// halves), and the all-gather only copies: the two halves around an elementwise update give
+// the bits of an allreduce followed by the update everywhere.
 // Uneven hosts therefore stay correct and bitwise-replicated; a larger host pays an intra-host
 // allreduce instead of a reduce-scatter (and instead of an all-gather), and its extra ranks
 // send no inter-host bytes. Example: N = 3, K = 2 gives hosts {0, 1} and {2}, L = 1: ranks 0
@@ -47,6 +56,7 @@
 //   2 cross RS 0       c0.1  c0.0    c1.1  c1.0    c0.0  c0.1    c1.0  c1.1
 //   2 cross AG 1       c0.0  c0.1    c1.0  c1.1    c0.1  c0.0    c1.1  c1.0   -> l: Σ of c_l
 //   3 host AG 1         c0    c1      c1    c0      c0    c1      c1    c0   -> all: Σ of all
+//   shard (RS alone)      c0.0          c1.0          c0.1          c1.1
 //
 // Only phase 2 crosses hosts (ranks 0 <-> 2 and 1 <-> 3, both at once). The summation order of
 // every element is fixed by the layout (host sums in the host ring's order, then host sums in
@@ -66,8 +76,8 @@
 // the flat ring (whose 2(N-1) rounds each also wait on the slowest link). Bytes sent per core
 // rank: intra 2(L-1)/L · M, inter 2(H-1)/H · M/L (exactly: hierarchical_counters below).
 //
-// Counters (schedule.hpp): rounds and bytes of all three phases; inter_host_rounds and
-// inter_host_bytes_sent those of phase 2 alone.
+// Counters (schedule.hpp): rounds and bytes of all three phases (a half: its phases);
+// inter_host_rounds and inter_host_bytes_sent those of phase 2 alone.
 #pragma once
 
 #include <mpi.h>
@@ -119,14 +129,28 @@ class Hierarchy {
   HostLayout layout_;
 };
 
-// The exact counters of a hierarchical allreduce of M floats on a rank at `layout`: the three
-// phases' ring counters (schedule.hpp's expected_counters), phase 2 also as inter-host ones.
-Counters hierarchical_counters(std::size_t M, const HostLayout& layout);
+// The exact counters of a hierarchical `which` of M floats on a rank at `layout`: its
+// phases' ring counters (schedule.hpp's expected_counters; an allreduce all three, a
+// reduce-scatter phases 1 and 2, an all-gather 2 and 3), phase 2 also as inter-host ones.
+Counters hierarchical_counters(std::size_t M, const HostLayout& layout,
+                               Collective which = Collective::kAllreduce);
+
+// Elements [begin, begin + size) of a buffer.
+struct ChunkRange {
+  std::size_t begin = 0, size = 0;
+};
+
+// The shard of M floats that a hierarchical reduce-scatter leaves fully summed on a rank at
+// `layout` ("The two halves"): a core rank (host index h = cross_rank, local l) gets chunk h
+// of host chunk c_l cut into H,
+//   begin = chunk_begin(M, L, l) + chunk_begin(|c_l|, H, h),  size = chunk_size(|c_l|, H, h)
+// (with H = 1 all of c_l); an extra rank gets none (size 0). The shards of all ranks
+// partition [0, M).
+ChunkRange hierarchical_shard(std::size_t M, const HostLayout& layout);
 
 // The hierarchy a call with Algorithm::kHierarchical runs on: options.hierarchy, checked to
-// be set and built on `comm`, and `which` to be kAllreduce. Throws CollectiveError otherwise.
-const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& options,
-                                   Collective which);
+// be set and built on `comm`. Throws CollectiveError otherwise.
+const Hierarchy& checked_hierarchy(const Communicator& comm, const RingOptions& options);
 
 class HierarchicalTransfer;
 
@@ -147,15 +171,17 @@ class HierarchicalTransfer {
   HierarchicalTransfer(const HierarchicalTransfer&) = delete;
   HierarchicalTransfer& operator=(const HierarchicalTransfer&) = delete;
 
-  // Begins data <- Σ over the ranks of the hierarchy's world, in place. Collective: every
-  // rank starts with the same data.size() and options; `hierarchy` and `data` must outlive
+  // Begins data <- Σ over the ranks of the hierarchy's world, in place, or one half of it
+  // (`which`, "The two halves": a reduce-scatter leaves the sum on this rank's shard alone,
+  // an all-gather spreads every rank's shard). Collective: every rank starts the same `which`
+  // with the same data.size() and options; `hierarchy` and `data` must outlive
   // the transfer. Each phase's ring uses options.tag on its own sub-communicator. With
   // options.wire = Wire::kBf16 only the cross-host ring rounds to bf16 (the link is the slow
   // part; inside the host the sums stay fp32), and `residual` (empty or data.size() floats)
   // receives this rank's rounding losses there, as RingTransfer::start says; the rest of it
   // is left untouched. Throws CollectiveError if still active or options are invalid.
   void start(const Hierarchy& hierarchy, std::span<float> data, const RingOptions& options,
-             std::span<float> residual = {});
+             std::span<float> residual = {}, Collective which = Collective::kAllreduce);
   // Polls without blocking, moving on to the next phase when one ends; true once complete.
   bool progress();
   // Blocks until complete; this rank's counters.
@@ -163,8 +189,8 @@ class HierarchicalTransfer {
 
   bool active() const { return phase_ != Phase::kDone; }
   // True once this rank's piece of the sum is final: a core rank's own chunk of its cross
-  // ring (the host ring's own chunk when H = 1); an extra rank has none, and it is true
-  // once phase 2 is reached. True when idle.
+  // ring, its shard (the host ring's own chunk when H = 1); an extra rank has none, and it
+  // is true once phase 2 is reached. True when idle and for an all-gather.
   bool own_chunk_reduced() const;
   // True if this rank's final piece (above) holds a NaN or ±inf; the pieces of all ranks
   // cover the buffer. Valid once own_chunk_reduced().
@@ -178,11 +204,13 @@ class HierarchicalTransfer {
   void start_phase(Phase phase);  // enter's work
   void settle();            // while the current phase is finished, account it and move on
   bool final_phase(Phase phase) const;  // the phase whose own chunk is the full sum
+  Phase next_phase() const;             // after phase_, for which_
 
   const Hierarchy* hierarchy_ = nullptr;
   std::span<float> data_;
   std::span<float> residual_;  // bf16 wire: this rank's losses of the cross-host ring
   RingOptions options_;
+  Collective which_ = Collective::kAllreduce;
   Phase phase_ = Phase::kDone;
   bool ran_ = false;  // the current phase started ring_
   RingTransfer ring_;

@@ -52,8 +52,9 @@
 // moves), a failed MPI call, invalid options. Counters are this rank's payload traffic for
 // the call; with Algorithm::kMpi they are zero (MPI does not report its traffic). A call
 // without a RingTransfer argument uses a fresh one (its scratch is allocated per call).
-// Algorithm::kHierarchical (allreduce_sum and run_collective's kAllreduce only) runs the
-// two-level allreduce of hierarchical.hpp on RingOptions::hierarchy.
+// Algorithm::kHierarchical runs the two-level allreduce of hierarchical.hpp, or one of its
+// halves, on RingOptions::hierarchy; its reduce-scatter leaves each rank's sum on the rank's
+// hierarchical_shard, not on chunk `rank`.
 #pragma once
 
 #include <span>

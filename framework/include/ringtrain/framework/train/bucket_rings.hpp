@@ -64,7 +64,7 @@ struct BucketRing {
 class BucketRings {
  public:
   // One ring per bucket of `buckets`, with `ring`'s algorithm, segments and wait policy.
-  // zero: a ring's sum is its reduce-scatter alone (needs Algorithm::kRing). Each ring's
+  // zero: a ring's sum is its reduce-scatter alone (kRing or kHierarchical). Each ring's
   // interval, the count of collectives and the gradient bytes are added to `account`, which
   // must outlive this object. Throws UsageError if the tag ranges exceed MPI's tag bound.
   BucketRings(const collectives::Communicator& comm, std::span<const collectives::Bucket> buckets,

@@ -1,5 +1,5 @@
 // OptimizerShard: which elements of the flat parameter buffer this rank's optimizer owns,
-// plain data parallelism (everything) or ZeRO-1 (--zero 1: this rank's chunk of each bucket),
+// plain data parallelism (everything) or ZeRO-1 (--zero 1: this rank's shard of each bucket),
 // and the update of one bucket's piece of them.
 //
 // Where it sits in a step: at GradientReducer::finish, once the ranks have agreed that the
@@ -30,6 +30,12 @@
 // Unsharded (--zero 0), piece b is all of bucket b and its shard offset is its flat offset,
 // so one code path serves both.
 //
+// --collective hierarchical: the reduce-scatter of the two-level ring leaves rank r the
+// hierarchical shard of each bucket instead of chunk r (collectives/hierarchical.hpp, "The two
+// halves"; an extra rank of a larger host owns nothing), and the update sits between the same
+// two halves; the pieces come from collectives::reduce_scatter_shard either way. Its halves
+// are its allreduce's, so the parameters are bitwise those of hierarchical --zero 0.
+//
 // Checkpoints keep one layout whatever --zero and N were (training_state.hpp): gather()
 // assembles the full state from every rank's shard, take() cuts a rank's shard out of it.
 #pragma once
@@ -56,8 +62,11 @@ class OptimizerShard {
  public:
   // `buckets` cover [0, total_elements) (buckets.hpp); pieces()[b] belongs to buckets[b].
   // sharded = false: this rank owns everything (piece b = bucket b at its own offset).
+  // sharded: the part of each bucket that `ring`'s reduce-scatter leaves rank `rank` of N
+  // (collectives::reduce_scatter_shard; kHierarchical needs ring.hierarchy, CollectiveError
+  // otherwise).
   OptimizerShard(std::span<const collectives::Bucket> buckets, std::size_t total_elements, int N,
-                 int rank, bool sharded);
+                 int rank, bool sharded, const collectives::RingOptions& ring = {});
 
   bool sharded() const { return sharded_; }
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
@@ -68,16 +77,23 @@ class OptimizerShard {
   // shard (elements()) <- this rank's pieces of full (total_elements()). Local.
   void take(std::span<const float> full, std::span<float> shard) const;
   // full (total_elements()) <- every rank's shard, on every rank: this rank's pieces are
-  // placed, then each bucket is ring all-gathered. Collective. Unsharded: a copy.
+  // placed, the ranks exchange where their pieces lie (one MPI_Allgather), then each bucket
+  // is all-gathered (MPI_Allgatherv: pieces may be empty). Collective. Unsharded: a copy.
   void gather(const collectives::Communicator& comm, std::span<const float> shard,
               std::span<float> full) const;
-  // The same on rank 0 only (a checkpoint's writer): each bucket's chunks are gathered to
+  // The same on rank 0 only (a checkpoint's writer): each bucket's pieces are gathered to
   // rank 0 (MPI_Gatherv), so no other rank holds the full state. `full` is used on rank 0
   // only (the others may pass an empty span). Collective. Unsharded: a copy on rank 0.
   void gather_to_root(const collectives::Communicator& comm, std::span<const float> shard,
                       std::span<float> full) const;
 
  private:
+  struct PieceTable {
+    std::vector<int> counts, displs;  // (buckets, N): every rank's piece, from its bucket's start
+  };
+  PieceTable piece_table(const collectives::Communicator& comm) const;    // collective
+  void place(std::span<const float> shard, std::span<float> full) const;  // this rank's pieces
+
   std::vector<collectives::Bucket> buckets_;
   std::vector<ShardPiece> pieces_;
   std::size_t total_ = 0, elements_ = 0;
@@ -94,8 +110,9 @@ using UpdatePiece = std::function<void(std::size_t, std::size_t, std::size_t)>;
 void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const UpdatePiece& update,
                       const std::function<void()>& between_pieces = {});
 
-// ZeRO-1 updates the chunk that the ring's reduce-scatter leaves each rank, so with more than
-// one rank it needs the project's ring (Algorithm::kRing). Throws UsageError otherwise.
+// ZeRO-1 updates the shard that a reduce-scatter leaves each rank, so with more than one rank
+// it needs an algorithm that runs the two halves apart: the ring or the hierarchical one, not
+// Algorithm::kMpi (UsageError).
 void check_zero_algorithm(bool zero, collectives::Algorithm algorithm, int world_size);
 
 // Bytes of optimizer state (every per-element buffer) on each rank, and what one rank would
