@@ -6,14 +6,20 @@ For each network and host count it builds the hosts and measures, in this order:
   stream     bench/peers/tcp_stream.py between host 0 and host 1, both directions at once:
              what one TCP connection gets through the emulated link (the peer)
   allreduce  ringtrain bench allreduce --sizes ... (ring and MPI_Allreduce, the alpha-B fit)
+             with one rank per host: the link's level
+  intra      with --ranks-per-host S > 1: the same sweep among host 0's S ranks (shared
+             memory): the intra-host level, recorded per network as fit_intra
   train      with --train: ringtrain train across the hosts, local batch b per rank (global
-             batch b*K): median step, compute and communication per step from metrics.jsonl
+             batch b*K): median step, compute and the exposed communication wait per step
+             from metrics.jsonl (comm_s, the sum of the overlapped collectives' durations, is
+             kept in the JSON but not shown: it can exceed the step)
 With --contender NAME=ARGS (repeatable) the training runs once per contender and round, the
 contenders' order alternating between rounds (--rounds), each with its extra train ARGS, and
 the table sets every contender's step beside the two-level model's prediction (t_flat or
-t_hier of bench/cluster_projection.py with this network's fitted alpha and B and the --intra
-fit; a contender's ARGS say which: --collective hierarchical, --wire bf16). --ranks-per-host S
-puts S ranks on every emulated host (netns-cluster --slots).
+t_hier of bench/cluster_projection.py with this network's fitted alpha and B across hosts and
+its fit_intra inside a host, or --intra's file with one rank per host; a contender's ARGS say
+which: --collective hierarchical, --wire bf16). --ranks-per-host S puts S ranks on every
+emulated host (netns-cluster --slots).
 and, with --train, before and after the networks, the one-host reference that the projection
 (bench/cluster_projection.py) uses: ringtrain train N=1 at global batch b, its compute per step
 (the mean of the two runs' medians).
@@ -72,7 +78,8 @@ def parse_args():
     ap.add_argument("--no-sweep", action="store_true",
                     help="skip the TCP stream and the allreduce sweep (training only)")
     ap.add_argument("--intra", default=os.path.join(HERE, "results", "allreduce-n4-2026-12-01.json"),
-                    help="bench allreduce JSON of one host: the intra-host alpha and B of the prediction")
+                    help="bench allreduce JSON of one host: the intra-host alpha and B of the prediction "
+                         "when --ranks-per-host is 1 (else each network's own intra sweep)")
     ap.add_argument("--local-batch", type=int, default=64, help="samples per rank and step")
     ap.add_argument("--train-steps", type=int, default=60)
     ap.add_argument("--model", default="mlp")
@@ -130,6 +137,7 @@ def summarize_run(run_dir):
             "parameters": manifest["parameters"],
             "local_batches": manifest["local_batches"], "steps": manifest["results"]["steps"],
             "step_s": med("step_s"), "compute_s": med("compute_s"), "comm_s": med("comm_s"),
+            "exposed_s": med("exposed_s"),
             "windows": len(steady)}
 
 
@@ -179,7 +187,7 @@ def train_contenders(args, mpiexec, ranks, env):
         rec = {"name": name, "args": extra}
         if runs[name]:
             rec["train"] = dict(runs[name][0], **{key: statistics.median(r[key] for r in runs[name])
-                                                  for key in ("step_s", "compute_s", "comm_s")})
+                                                  for key in ("step_s", "compute_s", "comm_s", "exposed_s")})
             rec["rounds"] = [r["step_s"] for r in runs[name]]
         if name in errors:
             rec["error"] = errors[name]
@@ -230,22 +238,30 @@ def sweep(args, hosts, mpiexec, ssh, ranks, env, out):
     streams = [json.loads(p.communicate(timeout=120)[0]) for p in (local, remote)]
     out["stream"] = {"host0_recv_Bps": streams[0]["recv_Bps"], "host1_recv_Bps": streams[1]["recv_Bps"]}
 
-    # 2. the allreduce sweep
+    # 2. the allreduce sweep across the link: one rank per host, whatever --ranks-per-host is
+    wait = args.wait or ("auto" if len(hosts) <= 2 else "yield")
+    allreduce_sweep(args, mpiexec, env, len(hosts), 1, wait, out, "allreduce")
+    # 3. the other level: the ranks of host 0 among themselves (shared memory, no link)
+    if args.ranks_per_host > 1:
+        allreduce_sweep(args, mpiexec, env, args.ranks_per_host, args.ranks_per_host,
+                        args.wait or "auto", out, "allreduce_intra")
+
+
+def allreduce_sweep(args, mpiexec, env, ranks, per_host, wait, out, key):
+    """`ringtrain bench allreduce` on `ranks` ranks, `per_host` on each host from host 0 on;
+    its JSON goes to out[key], a failure to out[key + "_error"]."""
     with tempfile.TemporaryDirectory() as tmp:
         bench_json = os.path.join(tmp, "allreduce.json")
-        # one rank per host: the fit describes the link, whatever --ranks-per-host is
-        cmd = [mpiexec, "-n", str(len(hosts)), "-ppn", "1", args.ringtrain, "bench", "allreduce",
-               "--sizes", args.sizes, "--json", bench_json]
-        wait = args.wait or ("auto" if len(hosts) <= 2 else "yield")
-        cmd += ["--wait", wait]
+        cmd = [mpiexec, "-n", str(ranks), "-ppn", str(per_host), args.ringtrain, "bench", "allreduce",
+               "--sizes", args.sizes, "--json", bench_json, "--wait", wait]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if not os.path.exists(bench_json):
-            out["allreduce_error"] = f"exit {proc.returncode}: {proc.stdout[-800:]} {proc.stderr[-800:]}"
-        else:
-            with open(bench_json) as f:
-                out["allreduce"] = json.load(f)
-            if proc.returncode != 0:  # results written, then mpiexec failed (e.g. in Finalize)
-                out["allreduce_note"] = f"mpiexec exit {proc.returncode} after the results were written"
+            out[key + "_error"] = f"exit {proc.returncode}: {proc.stdout[-800:]} {proc.stderr[-800:]}"
+            return
+        with open(bench_json) as f:
+            out[key] = json.load(f)
+        if proc.returncode != 0:  # results written, then mpiexec failed (e.g. in Finalize)
+            out[key + "_note"] = f"mpiexec exit {proc.returncode} after the results were written"
 
 
 
@@ -304,6 +320,10 @@ def run_network(args, network, k):
                 "others_busy_cores": others, "wall_s": wall})
     if "allreduce" in rec:
         rec["fit"] = network_fit(rec["allreduce"])
+    if "allreduce_intra" in rec:
+        import cluster_projection as cp
+        rec["fit_intra"] = cp.intra_fit(rec["allreduce_intra"], f"{args.ranks_per_host} ranks on "
+                                        f"emulated host 0, {network} run")
     return rec
 
 
@@ -311,6 +331,7 @@ def predicted_comm_s(rec, contender_args, ranks_per_host, intra, nbytes):
     """The two-level model's allreduce time for a contender on this network's fit."""
     import cluster_projection as cp
     net = rec["fit"]
+    intra = rec.get("fit_intra") or intra
     hosts = rec["hosts"]
     words = " ".join(contender_args)
     bf16 = "--wire bf16" in words
@@ -323,8 +344,8 @@ def print_contenders(records, args, reference_compute_s):
     """Every contender's median step, its ratio to the first, and the model's prediction."""
     import cluster_projection as cp
     intra = cp.load_intra(args.intra)
-    print(f"\n| network | hosts x ranks | contender | step | compute | comm | step / first | "
-          f"predicted comm | predicted step | rounds |")
+    print(f"\n| network | hosts x ranks | contender | step | compute | exposed wait | step / first | "
+          f"predicted allreduce | predicted step | rounds |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in records:
         rows = [c for c in r.get("contenders", []) if "train" in c]
@@ -341,7 +362,7 @@ def print_contenders(records, args, reference_compute_s):
                 comm = predicted_comm_s(r, c["args"], args.ranks_per_host, intra, 4 * t["parameters"])
                 pred, pred_step = f"{comm * 1e3:.1f} ms", f"{(reference_compute_s + comm) * 1e3:.1f} ms"
             print(f"| {r['network']} | {r['hosts']} x {args.ranks_per_host} | {c['name']} | "
-                  f"{t['step_s'] * 1e3:.1f} ms | {t['compute_s'] * 1e3:.1f} ms | {t['comm_s'] * 1e3:.1f} ms | "
+                  f"{t['step_s'] * 1e3:.1f} ms | {t['compute_s'] * 1e3:.1f} ms | {t['exposed_s'] * 1e3:.1f} ms | "
                   f"{t['step_s'] / first:.2f} | {pred} | {pred_step} | {len(c.get('rounds', []))} |")
 
 
@@ -365,10 +386,18 @@ def fmt_Bps(v):
     return "-" if v is None else f"{v / 1e6:,.0f} MB/s"
 
 
+def fmt_level(rec):
+    """The intra-host fit of a record, or why there is none."""
+    if "fit_intra" in rec:
+        return f"{rec['fit_intra']['alpha_s'] * 1e6:.1f} us, {fmt_Bps(rec['fit_intra']['bandwidth_Bps'])}"
+    return "failed" if "allreduce_intra_error" in rec else "-"
+
+
 def print_table(records):
     print("\n| network | hosts | TCP payload at that rate | bare TCP stream (h0 / h1 receive) | ring alpha "
-          "| ring B | B / payload | B / stream | busbw at the largest size, ring / MPI | others |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| ring B | B / payload | B / stream | busbw at the largest size, ring / MPI | inside a host: alpha, B "
+          "| others |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in records:
         if "fit" not in r and "allreduce_error" not in r and "error" not in r:
             continue  # --no-sweep
@@ -382,16 +411,16 @@ def print_table(records):
         print(f"| {r['network']} | {r['hosts']} | {fmt_Bps(payload)} | "
               f"{fmt_Bps(r['stream']['host0_recv_Bps'])} / {fmt_Bps(r['stream']['host1_recv_Bps'])} | "
               f"{fit['alpha_s'] * 1e6:.1f} us | {fmt_Bps(b)} | {ratio(payload)} | {ratio(stream)} | "
-              f"{fmt_Bps(fit['ring_busbw_Bps'])} / {fmt_Bps(fit['mpi_busbw_Bps'])} | "
+              f"{fmt_Bps(fit['ring_busbw_Bps'])} / {fmt_Bps(fit['mpi_busbw_Bps'])} | {fmt_level(r)} | "
               f"{r['others_busy_cores']} |")
     trains = [r for r in records if "train" in r]
     if trains:
-        print("\n| network | hosts | step | compute | comm | ranks per node |")
+        print("\n| network | hosts | step | compute | exposed wait | ranks per node |")
         print("|---|---:|---:|---:|---:|---:|")
         for r in trains:
             t = r["train"]
             print(f"| {r['network']} | {r['hosts']} | {t['step_s'] * 1e3:.2f} ms | "
-                  f"{t['compute_s'] * 1e3:.2f} ms | {t['comm_s'] * 1e3:.2f} ms | {t['ranks_per_node']} |")
+                  f"{t['compute_s'] * 1e3:.2f} ms | {t['exposed_s'] * 1e3:.2f} ms | {t['ranks_per_node']} |")
 
 
 def progress_line(rec):
@@ -400,6 +429,9 @@ def progress_line(rec):
     if "fit" not in rec:
         return "failed: " + (rec.get("error") or rec.get("allreduce_error") or "?")
     parts = [f"alpha {rec['fit']['alpha_s'] * 1e6:.1f} us", f"B {fmt_Bps(rec['fit']['bandwidth_Bps'])}"]
+    if "fit_intra" in rec:
+        parts.append(f"inside a host alpha {rec['fit_intra']['alpha_s'] * 1e6:.1f} us, "
+                     f"B {fmt_Bps(rec['fit_intra']['bandwidth_Bps'])}")
     if "train" in rec:
         parts.append(f"train step {rec['train']['step_s'] * 1e3:.1f} ms")
     parts.append(f"others {rec['others_busy_cores']} cores")

@@ -17,7 +17,9 @@ Inputs:
                         global batches: steps_to_target against G, fitted for S_min, B_noise
 Network classes projected: the two below (stated, not measured here) and every emulated
 network of --bench (measured). The check compares, for each emulated network, the model's
-step and communication time at its N with what training on it measured.
+step and communication time at its N with what training on it measured (the step's time
+outside compute, step_s - compute_s: the model has no overlap, so that is what it predicts;
+metrics.jsonl's comm_s sums overlapped collectives and can exceed the step).
 
 Two levels (--ranks-per-host L, hosts H = N / L). The flat ring laid out host after host has
 one neighbour pair per host across a link and the others inside the host; a round ends when
@@ -28,8 +30,11 @@ the hosts at once (they share the host's link, so each gets B_x / L), and all-ga
 the host:
   t_hier = 2(L-1) alpha_i + 2(L-1)/L M/B_i + 2(H-1) alpha_x + 2(H-1)/H M/B_x
 bf16 on the wire halves M in the inter-host terms (t_flat: every term; t_hier: the inter-host
-terms only; the conversion's cost is not in the model). alpha_i, B_i: --intra, the
-large-message fit of `ringtrain bench allreduce --json` on one host; alpha_x, B_x: the network.
+terms only; the conversion's cost is not in the model). alpha_x, B_x: the network's fit;
+alpha_i, B_i: the large-message fit of `ringtrain bench allreduce` among the ranks of one
+emulated host, which cluster_bench.py measures per network when it runs more than one rank per
+host (`fit_intra` of its records), else --intra (the same benchmark on this machine, no
+namespaces). Every table names the fit it used.
 
     /usr/bin/python3 bench/cluster_projection.py --bench bench/results/cluster-<date>.json \\
         --target-runs runs/g64 runs/g128 ... --png bench/results/cluster-projection.png
@@ -64,7 +69,8 @@ def parse_args():
                     help="ranks per host L of the two-level projection (comma-separated)")
     ap.add_argument("--intra", default=os.path.join(os.path.dirname(__file__), "results",
                                                     "allreduce-n4-2026-12-01.json"),
-                    help="`ringtrain bench allreduce --json` on one host: the intra-host alpha and B")
+                    help="`ringtrain bench allreduce --json` on one host: the intra-host alpha and B "
+                         "where the --bench record has no fit_intra of its own")
     ap.add_argument("--png", help="write the plot here")
     ap.add_argument("--json", help="write the tables as JSON here")
     return ap.parse_args()
@@ -77,13 +83,16 @@ def t_ring(alpha, bandwidth, n, nbytes):
 
 
 def t_flat(intra, net, n, hosts, nbytes):
-    """The flat ring over N ranks laid out host after host (the header's t_flat)."""
+    """The flat ring over N ranks laid out host after host (the header's t_flat); with one
+    rank per host every neighbour pair crosses a link."""
     if n == 1:
         return 0.0
     m = nbytes / n
     inside = intra["alpha_s"] + m / intra["bandwidth_Bps"]
     across = net["alpha_s"] + m / net["bandwidth_Bps"]
-    return 2 * (n - 1) * (inside if hosts == 1 else max(inside, across))
+    if hosts == 1:
+        return 2 * (n - 1) * inside
+    return 2 * (n - 1) * (across if hosts == n else max(inside, across))
 
 
 def t_hier(intra, net, ranks_per_host, hosts, nbytes, inter_bytes):
@@ -95,38 +104,58 @@ def t_hier(intra, net, ranks_per_host, hosts, nbytes, inter_bytes):
     return inside + across
 
 
-def load_intra(path):
-    """alpha and B inside one host: the largest-message regime of a bench allreduce fit."""
-    with open(path) as f:
-        fit = json.load(f)["fit"]
+def intra_fit(doc, source):
+    """alpha and B inside one host: the largest-message regime of a bench allreduce fit (the
+    gradient's chunks are megabytes, so that regime is the one the step meets)."""
+    fit = doc["fit"]
     regimes = fit.get("regimes") or [fit]
     last = max(regimes, key=lambda r: r.get("to_bytes", 0))
-    return {"alpha_s": last["alpha_s"], "bandwidth_Bps": last["bandwidth_Bps"], "source": path}
+    return {"alpha_s": last["alpha_s"], "bandwidth_Bps": last["bandwidth_Bps"], "source": source,
+            "ranks": doc.get("world_size")}
+
+
+def load_intra(path):
+    """intra_fit of a `ringtrain bench allreduce --json` file."""
+    with open(path) as f:
+        return intra_fit(json.load(f), os.path.basename(path))
+
+
+def level_intra(net, default):
+    """The intra-host level for a network: its own fit when cluster_bench.py measured one on
+    the emulated host, else the --intra file's."""
+    return net.get("intra") or default
 
 
 def two_level(nets, intra, t_compute, nbytes, ranks_per_host):
     """Per network and ranks per host: step times of flat and hierarchical, fp32 and bf16."""
     out = []
     for net in nets:
+        intra_net = level_intra(net, intra)
         for L in ranks_per_host:
             rows = []
             for H in [h for h in (1, 2, 4, 8, 16, 32, 64) if h * L <= NS[-1]]:
                 n = H * L
-                comm = {"flat_fp32": t_flat(intra, net, n, H, nbytes),
-                        "flat_bf16": t_flat(intra, net, n, H, nbytes / 2),
-                        "hier_fp32": t_hier(intra, net, L, H, nbytes, nbytes),
-                        "hier_bf16": t_hier(intra, net, L, H, nbytes, nbytes / 2)}
+                comm = {"flat_fp32": t_flat(intra_net, net, n, H, nbytes),
+                        "flat_bf16": t_flat(intra_net, net, n, H, nbytes / 2),
+                        "hier_fp32": t_hier(intra_net, net, L, H, nbytes, nbytes),
+                        "hier_bf16": t_hier(intra_net, net, L, H, nbytes, nbytes / 2)}
                 rows.append({"N": n, "hosts": H, "comm_s": comm,
                              "step_s": {k: t_compute + v for k, v in comm.items()}})
-            out.append({"network": net["name"], "ranks_per_host": L, "rows": rows})
+            out.append({"network": net["name"], "ranks_per_host": L, "rows": rows,
+                        "intra": intra_net, "inter": {"alpha_s": net["alpha_s"],
+                                                      "bandwidth_Bps": net["bandwidth_Bps"]}})
     return out
 
 
-def print_two_level(tables, intra):
-    print(f"\ntwo levels: intra-host alpha {intra['alpha_s'] * 1e6:.1f} us, B {intra['bandwidth_Bps'] / 1e9:.3g} GB/s "
-          f"(fit of {os.path.basename(intra['source'])}); step = t_compute + allreduce, no overlap")
+def describe_level(fit):
+    return f"alpha {fit['alpha_s'] * 1e6:.1f} us, B {fit['bandwidth_Bps'] / 1e9:.3g} GB/s"
+
+
+def print_two_level(tables):
+    print("\ntwo levels: step = t_compute + allreduce, no overlap")
     for t in tables:
-        print(f"\n{t['network']}, {t['ranks_per_host']} ranks per host")
+        print(f"\n{t['network']}, {t['ranks_per_host']} ranks per host: across hosts {describe_level(t['inter'])}; "
+              f"inside a host {describe_level(t['intra'])} (fit of {t['intra']['source']})")
         print("| N | hosts | flat fp32 | flat bf16 | hierarchical fp32 | hierarchical bf16 | hier bf16 / flat fp32 (step) |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for r in t["rows"]:
@@ -220,7 +249,7 @@ def main():
                 and r["network"] in args.emulated.split(","):
             nets.append({"name": f"emulated {r['network']} ({r['hosts']} hosts)", "measured": True,
                          "alpha_s": r["fit"]["alpha_s"], "bandwidth_Bps": r["fit"]["bandwidth_Bps"],
-                         "record": r})
+                         "intra": r.get("fit_intra"), "record": r})
     # one projection per class; emulated networks only once each (the 2-host fit)
     seen, projections = set(), []
     for net in nets:
@@ -252,7 +281,7 @@ def main():
                        intra, t_compute, nbytes, levels)
     # the emulated cluster of the benchmark: 2 hosts x 2 ranks
     tables += two_level([n for n in nets if n["measured"]], intra, t_compute, nbytes, [2])
-    print_two_level(tables, intra)
+    print_two_level(tables)
 
     checks = []
     for path, doc in zip(args.bench, benches):
@@ -262,23 +291,23 @@ def main():
                 continue
             t = r["train"]
             n = t["world_size"]
-            comm = t_ring(r["fit"]["alpha_s"], r["fit"]["bandwidth_Bps"], n, nbytes)
+            comm = t_flat(r.get("fit_intra") or intra, r["fit"], n, r["hosts"], nbytes)
             checks.append({"bench": os.path.basename(path), "network": r["network"], "N": n,
                            "ucx": " ".join(doc["ucx"]) or "defaults",
                            "measured_step_s": t["step_s"], "predicted_step_s": t_ref + comm,
-                           "measured_comm_s": t["comm_s"], "predicted_comm_s": comm,
+                           "measured_outside_compute_s": t["step_s"] - t["compute_s"], "predicted_comm_s": comm,
                            "measured_compute_s": t["compute_s"], "reference_compute_s": t_ref,
                            "others_busy_cores": r["others_busy_cores"]})
     if checks:
         print("\ncheck against the emulated cluster (training run on the namespace hosts)")
-        print("| network | UCX | N | step measured | step predicted | error | ring measured | ring predicted "
+        print("| network | UCX | N | step measured | step predicted | error | step - compute measured | ring predicted "
               "| error | compute measured / reference | others |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for c in checks:
             err = (c["predicted_step_s"] - c["measured_step_s"]) / c["measured_step_s"]
-            comm_err = (c["predicted_comm_s"] - c["measured_comm_s"]) / c["measured_comm_s"]
+            comm_err = (c["predicted_comm_s"] - c["measured_outside_compute_s"]) / c["measured_outside_compute_s"]
             print(f"| {c['network']} | {c['ucx']} | {c['N']} | {c['measured_step_s'] * 1e3:.1f} ms | "
-                  f"{c['predicted_step_s'] * 1e3:.1f} ms | {err * 100:+.0f} % | {c['measured_comm_s'] * 1e3:.1f} ms | "
+                  f"{c['predicted_step_s'] * 1e3:.1f} ms | {err * 100:+.0f} % | {c['measured_outside_compute_s'] * 1e3:.1f} ms | "
                   f"{c['predicted_comm_s'] * 1e3:.1f} ms | {comm_err * 100:+.0f} % | {c['measured_compute_s'] * 1e3:.1f} / "
                   f"{c['reference_compute_s'] * 1e3:.1f} ms | {c['others_busy_cores']} |")
 

@@ -161,7 +161,7 @@ def plot(o, studies):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
     for study, color in zip(studies, ("tab:blue", "tab:orange")):
         name = "async" if study["mode"] == "on" else "sync"
         runs = study["runs"]
@@ -176,7 +176,7 @@ def plot(o, studies):
     ax.set_xlabel("checkpoint interval (s of compute)")
     ax.set_ylabel("goodput (%)")
     ax.set_title("mlp N=2, failures every %.0f s on average" % o.mu)
-    ax.legend()
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()
     path = os.path.join(o.out, "goodput.png")
     fig.savefig(path, dpi=120)
