@@ -15,6 +15,8 @@
 # C. As A, but the saves after steps 5 and 18 fail (--test-fail-save-steps): each is retried
 #    one interval later (5 steps before any plan, then the plan's 8), so durable saves come
 #    after steps 10, 26, 34, 42 (the fourth durable save drifts: 25 steps) and at the end, 60.
+# Synchronous saves throughout (--checkpoint-async off): the step at which a save's cost or
+# failure is known is then fixed, which these exact schedules need.
 set -u
 ringtrain=$1 mpiexec=$2 n=$3
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -22,7 +24,7 @@ cd "$work" || exit 1
 fail() { echo "FAIL: $*"; for f in *.log; do echo "--- $f"; tail -8 "$f"; done; exit 1; }
 export MPIEXEC_TIMEOUT=120
 run=(--model mlp --mlp-hidden 64 --global-batch 32 --no-eval --log-every 5 --keep 1000
-     --checkpoint-every auto)
+     --checkpoint-every auto --checkpoint-async off)
 "$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" --steps 200 --mtbf 0.032 --test-step-s 0.001 \
   --test-save-cost-s 0.001,0.001,0.001,0.01 --run-dir A >a.log 2>&1 || fail "run A failed"
 # Run B gives one host's MTBF: on this one host the job's is the same, 0.5 s.

@@ -85,7 +85,7 @@ struct TrainConfig {
   double node_mtbf_s = 0.0;    // one host's MTBF: the job's is this over the hosts (instead of mtbf)
   std::size_t keep = 3;        // newest checkpoints kept
   std::size_t max_failed_saves = 3;  // periodic saves that may fail in a row before the run stops
-  OnOff checkpoint_async = OnOff::kOff;  // on: periodic saves are written by a writer thread
+  OnOff checkpoint_async = OnOff::kOn;  // on: periodic saves are written by a writer thread
   std::string checkpoint_key;  // MAC key file; empty: $RINGTRAIN_CHECKPOINT_KEY_FILE, else unsigned
   std::string resume;          // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
 
