@@ -54,6 +54,8 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   targets_.resize(max_local * train.num_targets);
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
+  if (plan_.reduction == Reduction::kExact)
+    exact_ = std::make_unique<ExactGradient>(model.parameters());
 
   if (trace_) {
     for (std::size_t i = 0; i < model.num_layers(); ++i) {
@@ -80,6 +82,7 @@ float DataParallelStep::learning_rate(std::uint64_t step) const {
 }
 
 StepOutcome DataParallelStep::run(std::uint64_t step, const data::GlobalBatch& batch) {
+  if (exact_) return run_exact(step, batch);
   const double t0 = now_s();
   step_ = step;
   times_ = StepTimes{};

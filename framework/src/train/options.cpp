@@ -16,6 +16,7 @@
 
 #include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/exact_step.hpp"
 
 namespace ringtrain {
 namespace {
@@ -236,10 +237,52 @@ std::vector<TrainOption> optimizer_options() {
   };
 }
 
+// --reduction exact (exact_step.hpp): every local batch a whole number of micro-batches, and
+// none of the options whose sums the exact step does not make exact yet.
+void check_exact(const TrainConfig& c, int world_size) {
+  const std::size_t m = c.exact_micro_batch;
+  require(m > 0, "--exact-micro-batch 0: a micro-batch holds at least one sample");
+  if (c.reduction != Reduction::kExact) return;
+  const auto world = static_cast<std::size_t>(world_size);
+  const std::vector<std::size_t> batches =
+      c.local_batches.empty() ? data::near_equal_split(c.global_batch, world)
+                              : data::parse_local_batches(c.local_batches, world, c.global_batch);
+  for (std::size_t r = 0; r < batches.size(); ++r)
+    require(batches[r] % m == 0,
+            fmt::format("--reduction exact: every local batch must be a multiple of "
+                        "--exact-micro-batch {}, but rank {}'s is {} (--global-batch {} over {} "
+                        "ranks{}); choose --local-batches or --exact-micro-batch to fit",
+                        m, r, batches[r], c.global_batch, world_size,
+                        c.local_batches.empty() ? "" : ", --local-batches " + c.local_batches));
+  require((c.global_batch + m - 1) / m <= kExactMaxMicroBatches,
+          fmt::format("--reduction exact: --global-batch {} is {} micro-batches of {}; at most "
+                      "{} (the exact accumulator's term limit): raise --exact-micro-batch",
+                      c.global_batch, (c.global_batch + m - 1) / m, m, kExactMaxMicroBatches));
+  const char* unsupported = c.zero != 0                          ? "--zero 1"
+                            : c.wire != collectives::Wire::kFp32 ? "--wire bf16"
+                            : c.collective != CollectiveKind::kRing
+                                ? "--collective mpi or hierarchical"
+                            : c.bucket_bytes != 0              ? "--bucket-bytes"
+                            : c.overlap == Overlap::kAlternate ? "--overlap alternate"
+                            : c.sync_bn == SyncBn::kOn         ? "--sync-bn on"
+                            : c.blas_threads > 1               ? "--blas-threads above 1"
+                                                               : nullptr;
+  require(unsupported == nullptr,
+          fmt::format("--reduction exact does not support {} yet: the exact step sums the whole "
+                      "gradient in one exact allreduce after backward, with the BLAS on one "
+                      "thread, unsharded and in fp32; drop the option",
+                      unsupported ? unsupported : ""));
+}
+
 std::vector<TrainOption> parallel_options() {
   return {
       option("reduction", &TrainConfig::reduction,
-             "mean-of-means is wrong on purpose, for teaching"),
+             "mean-of-means is wrong on purpose, for teaching; exact: sum-scaled, bitwise the "
+             "same update for any N and any split into multiples of --exact-micro-batch"),
+      option("exact-micro-batch", &TrainConfig::exact_micro_batch,
+             "--reduction exact: samples per micro-batch m; every local batch must be a "
+             "multiple of m",
+             check_exact),
       option("sync-bn", &TrainConfig::sync_bn, "BatchNorm statistics over all ranks"),
       option("blas-threads", &TrainConfig::blas_threads,
              "OpenBLAS threads per rank (0: cores per node / ranks per node)",

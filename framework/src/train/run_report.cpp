@@ -45,12 +45,18 @@ std::string wire_convention(const RunFacts& f) {
 }
 
 nlohmann::json reduction_json(const RunFacts& f) {
-  return {{"convention", to_string(f.reduction)},
-          {"scale", f.reduction == Reduction::kSumScaled ? "1/B" : "1/(b_r*N)"},
-          {"samples_per_step", f.global_batch},
-          {"collective", f.world > 1 ? "sum" : "none (N = 1)"},
-          {"wire", wire_convention(f)},
-          {"description", describe(f.reduction)}};
+  const bool exact = f.reduction == Reduction::kExact;
+  nlohmann::json json = {
+      {"convention", to_string(f.reduction)},
+      {"scale", f.reduction == Reduction::kMeanOfMeans ? "1/(b_r*N)" : "1/B"},
+      {"samples_per_step", f.global_batch},
+      {"collective", exact         ? "exact sum of integer words (allreduce_exact), rounded once"
+                     : f.world > 1 ? "sum"
+                                   : "none (N = 1)"},
+      {"wire", wire_convention(f)},
+      {"description", describe(f.reduction)}};
+  if (exact) json["micro_batch"] = f.config->exact_micro_batch;
+  return json;
 }
 
 nlohmann::json buckets_json(const RunFacts& f) {

@@ -209,7 +209,10 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   facts_.ranks_per_node = comm_.ranks_per_node();
   // BLAS threads: cores per node / ranks per node unless asked.
   facts_.cores = blas::available_cores();
-  facts_.blas_threads = config_.blas_threads > 0
+  // --reduction exact: one thread, so that a product's bits do not depend on the thread count
+  // OpenBLAS would pick for this N (exact_step.hpp; options.cpp refuses more).
+  facts_.blas_threads = config_.reduction == Reduction::kExact ? 1
+                        : config_.blas_threads > 0
                             ? config_.blas_threads
                             : std::max(1, facts_.cores / std::max(1, facts_.ranks_per_node));
   blas::set_threads(facts_.blas_threads);
@@ -290,6 +293,7 @@ void TrainingRun::prepare_model(const Shape& input_shape) {
 
 // The bucket plan and its reducer, the trace (clocks aligned to rank 0's) and the step.
 void TrainingRun::build_step() {
+  if (facts_.reduction == Reduction::kExact) check_exact_layers(model_);
   const int world = comm_.size();
   const std::size_t grad_bytes = model_.parameters().num_elements() * sizeof(float);
   facts_.ring_fit = ring_fit_for_buckets(config_.cost_model, world, coll::oversubscribed(comm_));
@@ -321,6 +325,7 @@ void TrainingRun::build_step() {
   plan.sync_bn = facts_.sync_bn;
   plan.alternate_overlap = config_.overlap == Overlap::kAlternate;
   plan.seed = config_.seed;
+  plan.exact_micro_batch = config_.exact_micro_batch;
   step_ = std::make_unique<DataParallelStep>(
       comm_, model_, train_, std::move(plan), reducer, config_.optimizer_config(),
       config_.trace_steps > 0 ? trace_.get() : nullptr, watchdog_, faults_);

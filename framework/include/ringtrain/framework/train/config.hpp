@@ -52,6 +52,7 @@ struct TrainConfig {
 
   // data parallelism
   Reduction reduction = Reduction::kSumScaled;  // mean-of-means: wrong, for teaching
+  std::size_t exact_micro_batch = 16;  // --reduction exact: samples per exact micro-batch (m)
   SyncBn sync_bn = SyncBn::kAuto;
   int blas_threads = 0;                 // 0: cores per node / ranks per node
   GemmChoice gemm = GemmChoice::kAuto;  // blas.hpp: Kernels

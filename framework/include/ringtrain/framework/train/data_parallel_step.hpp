@@ -13,6 +13,10 @@
 //                the same optimizer update (bucket by bucket as each sum completes), or every
 //                rank skips the step
 //
+// With --reduction exact, run() takes another road after step 1 (exact_step.hpp): forward,
+// loss and backward per micro-batch of m samples, each micro-batch's gradient added into an
+// exact accumulator, one exact allreduce after backward, then the same optimizer update.
+//
 // It owns what a step uses and nothing else: the reducer, the optimizer, the batch buffers
 // (planned once: a step allocates nothing) and the trace's span names. The loop around it
 // (logging, evaluation, checkpoints) is the Trainer's.
@@ -34,6 +38,7 @@
 #include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/optim/schedule.hpp"
 #include "ringtrain/framework/sequential.hpp"
+#include "ringtrain/framework/train/exact_step.hpp"
 #include "ringtrain/framework/train/fault_injector.hpp"
 #include "ringtrain/framework/train/gradient_reducer.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
@@ -51,6 +56,7 @@ struct StepPlan {
   bool sync_bn = false;                    // BatchNorm statistics summed over ranks
   bool alternate_overlap = false;          // overlap in even steps only (to measure it)
   std::uint64_t seed = 0;                  // keys the model's randomness (dropout)
+  std::size_t exact_micro_batch = 16;      // --reduction exact: m
 };
 
 // What one step did on this rank.
@@ -96,6 +102,11 @@ class DataParallelStep {
   void on_backward_layer(std::size_t layer);
   void update_piece(std::size_t offset, std::size_t count, std::size_t state_offset);
   StepContext context(std::size_t n, bool training);
+  // --reduction exact (data_parallel_step_exact.cpp).
+  StepOutcome run_exact(std::uint64_t step, const data::GlobalBatch& batch);
+  double exact_micro_batches(std::size_t n, std::size_t global_samples);
+  double exact_micro_batch(std::size_t first, std::size_t rows, std::size_t global_samples);
+  bool exact_sum_and_update(bool local_ok);
 
   const collectives::Communicator& comm_;
   Sequential& model_;
@@ -107,6 +118,7 @@ class DataParallelStep {
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<CrossRankSum> bn_sum_;  // SyncBatchNorm's statistics, summed over ranks
+  std::unique_ptr<ExactGradient> exact_;  // --reduction exact only
 
   // Buffers planned once for max(b_r) samples.
   std::vector<float> inputs_;              // (b_r, input...)

@@ -68,7 +68,8 @@ template <> struct ModeTable<LrScaling> {
 };
 template <> struct ModeTable<Reduction> {
   static constexpr Choice<Reduction> kChoices[] = {
-      {Reduction::kSumScaled, "sum-scaled"}, {Reduction::kMeanOfMeans, "mean-of-means"}};
+      {Reduction::kSumScaled, "sum-scaled"}, {Reduction::kMeanOfMeans, "mean-of-means"},
+      {Reduction::kExact, "exact"}};
 };
 template <> struct ModeTable<SyncBn> {
   static constexpr Choice<SyncBn> kChoices[] = {

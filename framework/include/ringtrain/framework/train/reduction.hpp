@@ -11,6 +11,11 @@
 // and the collective averages over ranks:
 //     g = (1/N) Σ_r (1/b_r) Σ_{i ∈ r} ∇ℓ_i   = (2 + 6) / 2 = 4 in the example.
 //   It equals sum-scaled only when every rank has the same number of samples.
+//
+// exact: sum-scaled's update, with its sums made independent of N and of the split
+//   (exact_step.hpp): the batch is cut into micro-batches of m samples at fixed global
+//   positions, each micro-batch's gradient is added into an exact integer accumulator
+//   (collectives/exact_sum.hpp), the ranks sum the integers, and the total is rounded once.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +23,9 @@
 
 namespace ringtrain {
 
-enum class Reduction { kSumScaled, kMeanOfMeans };
+enum class Reduction { kSumScaled, kMeanOfMeans, kExact };
 
-// Throws UsageError for anything but "sum-scaled" / "mean-of-means".
+// Throws UsageError for anything but "sum-scaled" / "mean-of-means" / "exact".
 Reduction parse_reduction(const std::string& name);
 std::string to_string(Reduction reduction);
 

@@ -1,0 +1,78 @@
+// The gradient of `--reduction exact`: bitwise the same for any number of ranks N >= 1 and any
+// split of the global batch into local batches that are multiples of the micro-batch m.
+//
+// Why a float sum is not enough: float addition is not associative, so the ring's order, the
+// split of the batch over ranks and the GEMM's blocking over the batch each change the last
+// bits of Σ_i ∇ℓ_i; over many steps those bits grow.
+//
+// How this gradient avoids every one of them:
+//   1. micro-batches   the global batch of B samples is cut at fixed positions into
+//                      micro-batches of m (the last one of a short batch may be smaller).
+//                      Every local batch is a multiple of m, so a rank holds whole
+//                      micro-batches and micro-batch j is the same m samples on whichever
+//                      rank holds it.
+//   2. same shapes     forward, loss and backward run per micro-batch: every product has the
+//                      same shape (m rows, or k = m for dW) whatever the split, on one BLAS
+//                      thread (the refusals in options.cpp keep it there), so a micro-batch's
+//                      dW and db bits depend on its m samples alone. Each layer's backward
+//                      overwrites its gradients (layer.hpp), so after a micro-batch the
+//                      model's gradient buffer holds exactly that micro-batch's partial, already
+//                      scaled by 1/B (the sum-scaled convention, reduction.hpp).
+//   3. exact sums      each partial is added into an ExactSum (collectives/exact_sum.hpp),
+//                      one block per parameter tensor; integer addition is associative, so
+//                      neither the split over ranks nor the order of the partials matters.
+//   4. one rounding    allreduce_exact sums the ranks' integer words; every rank rounds the
+//                      total to float32 once, into the gradient buffer, and the optimizer
+//                      (elementwise, independent of N) runs unchanged.
+//   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
+//   bitwise at another N.
+//
+// Error bound, per element, against the exact sum S of the n = B/m partials (each partial a
+// float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^-40, u = 2^-24, X the largest
+// |partial| of the element's tensor (exact_sum.hpp derives it); a float32 sum of the same
+// partials in some order carries (n − 1)·u·Σ|x| instead.
+//
+// Layers: Linear, ReLU, Flatten and Dropout (masks keyed by global sample index) compute a
+// sample's outputs from that sample alone; check_exact_layers refuses the others (BatchNorm's
+// statistics and Conv2d's dW are not split-independent yet, bench/README-exact.md).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/framework/parameters.hpp"
+#include "ringtrain/framework/sequential.hpp"
+
+namespace ringtrain {
+
+// Micro-batch partials one step may add: the accumulator's term limit (B <= this · m).
+inline constexpr std::size_t kExactMaxMicroBatches =
+    static_cast<std::size_t>(collectives::ExactSum::kMaxTerms);
+
+// Throws UsageError naming the first layer the exact step does not support yet.
+void check_exact_layers(const Sequential& model);
+
+// One step's exact gradient sum over micro-batches and ranks.
+class ExactGradient {
+ public:
+  // One block per parameter tensor of `params`, in buffer order.
+  explicit ExactGradient(const ParameterStore& params);
+
+  // Starts a step: no terms.
+  void clear() { sum_.clear(); }
+  // Adds one micro-batch's partial (the whole gradient buffer) as one term per element.
+  void add(std::span<const float> partial) { sum_.add(partial); }
+  // Marks the sum not finite (a non-finite loss or an injected fault): every rank skips.
+  void poison();
+  // gradient <- the sum over ranks of every rank's partials, rounded once (the same bits on
+  // every rank). Returns whether every element is finite (then the same on every rank).
+  // Collective.
+  bool sum_into(const collectives::Communicator& comm, std::span<float> gradient);
+
+ private:
+  collectives::ExactSum sum_;
+};
+
+}  // namespace ringtrain

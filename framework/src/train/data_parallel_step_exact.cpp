@@ -1,0 +1,102 @@
+// The step of `--reduction exact` (exact_step.hpp): the recipe of run() with steps 2 to 4
+// done per micro-batch and summed exactly.
+#include <algorithm>
+#include <cmath>
+
+#include "ringtrain/framework/train/data_parallel_step.hpp"
+#include "ringtrain/framework/train/now.hpp"
+
+namespace ringtrain {
+
+//   1. slice     this rank's b_r samples (a multiple of m, checked by the options)
+//   2. per micro-batch of m samples (the last of a short batch may hold fewer): forward,
+//      loss scaled by 1/B, backward; its gradient added into the exact accumulator
+//   3. one exact allreduce, the total rounded once into the gradient buffer
+//   4. every rank applies the same optimizer update, or every rank skips the step
+StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBatch& batch) {
+  const double t0 = now_s();
+  step_ = step;
+  times_ = StepTimes{};
+  times_.overlap = false;
+  if (trace_) trace_->begin_step(step);
+  traced_ = false;  // the exact step records no spans yet
+  watchdog_.enter("forward/backward", step);
+
+  const std::size_t n = take_slice(batch);
+  const double t_data = now_s();
+  const double loss_sum = exact_micro_batches(n, batch.samples.size());
+  const double t_backward = now_s();
+  const bool applied = exact_sum_and_update(std::isfinite(loss_sum));
+  const double t_end = now_s();
+
+  times_.step_s = t_end - t0;
+  times_.data_s = t_data - t0;
+  times_.backward_s = t_backward - t_data;  // forward and backward interleave per micro-batch
+  times_.collectives = 1.0;
+  return {loss_sum, n, batch.samples.size(), applied, times_};
+}
+
+// Runs this rank's micro-batches in sample order, adding each one's gradient into the exact
+// sum; returns this rank's loss sum (not scaled).
+double DataParallelStep::exact_micro_batches(std::size_t n, std::size_t global_samples) {
+  exact_->clear();
+  const std::size_t m = plan_.exact_micro_batch;
+  double loss_sum = 0.0;
+  for (std::size_t first = 0; first < n; first += m) {
+    const std::size_t rows = std::min(m, n - first);
+    loss_sum += exact_micro_batch(first, rows, global_samples);
+    exact_->add(model_.parameters().grads());
+  }
+  return loss_sum;
+}
+
+// Forward, loss (scaled by 1/B) and backward of rows [first, first + rows) of this rank's
+// slice: the gradient buffer then holds this micro-batch's partial gradient (layers overwrite
+// their gradients). Returns the micro-batch's loss sum.
+double DataParallelStep::exact_micro_batch(std::size_t first, std::size_t rows,
+                                           std::size_t global_samples) {
+  const std::size_t pixels = num_elements(model_.input_shape());
+  const std::size_t width = num_elements(model_.output_shape());
+  const std::size_t targets = train_.num_targets;
+  StepContext ctx = context(rows, true);
+  ctx.sample_ids = std::span<const std::uint64_t>(sample_ids_).subspan(first, rows);
+  ctx.poll = nullptr;  // no rings in flight
+  const auto outputs = model_.forward(
+      std::span<const float>(inputs_).subspan(first * pixels, rows * pixels), rows, ctx);
+  const float scale = loss_scale(plan_.reduction, rows, global_samples, comm_.size());
+  const std::span<float> doutputs = std::span(dlogits_).first(rows * width);
+  const LossResult loss =
+      train_.regression()
+          ? squared_error(outputs, std::span<const float>(targets_).subspan(first * targets), rows,
+                          width, scale, doutputs)
+          : softmax_cross_entropy(outputs,
+                                  std::span<const std::int32_t>(labels_).subspan(first, rows), rows,
+                                  width, scale, doutputs);
+  model_.backward(doutputs, rows, ctx);
+  return loss.loss_sum;
+}
+
+// The exact sum over ranks into the gradient buffer, then the update of every element, or
+// the skip of the step on every rank: the rounded total is the same everywhere, so every
+// rank sees the same (non-)finite gradient without another agreement.
+bool DataParallelStep::exact_sum_and_update(bool local_ok) {
+  watchdog_.enter("allreduce", step_);
+  if (!local_ok || faults_.poison_gradient(comm_.rank(), step_)) exact_->poison();
+  faults_.before_gradient_sum(comm_.rank(), step_);
+  ParameterStore& params = model_.parameters();
+  const double t0 = now_s();
+  const bool applied = exact_->sum_into(comm_, params.grads());
+  const double t1 = now_s();
+  times_.comm_s = times_.exposed_s = t1 - t0;
+  watchdog_.enter("optimizer", step_);
+  if (applied) {
+    optimizer_->begin_step();
+    optimizer_->update(0, params.values(), params.grads(), learning_rate(step_));
+    times_.optimizer_s = now_s() - t1;
+  }
+  faults_.after_update(comm_.rank(), step_, params.values());
+  watchdog_.leave();
+  return applied;
+}
+
+}  // namespace ringtrain
