@@ -99,6 +99,7 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--test-hang-s", f.hang_s)->group("");
   train->add_option("--test-kill-rank", f.kill_rank)->group("");
   train->add_option("--test-kill-step", f.kill_step)->group("");
+  train->add_flag("--test-kill-at-snapshot", f.kill_at_snapshot)->group("");
   train->add_option("--test-crash-phase", f.crash_phase)->group("");
   train->add_option("--test-crash-step", f.crash_step)->group("");
   train->add_option("--test-save-cost-s", f.save_cost_s)->delimiter(',')->group("");

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Blocking time of a save with --checkpoint-async on against off, paired, and the step time
-while the background write runs.
+while the background write runs (or, with --compare zero-gather, of the two ways an
+asynchronous --zero 1 save brings the shards to rank 0).
 
 Each round runs, for each model, the same training twice (in alternating order), once with
 synchronous and once with asynchronous saves:
@@ -22,8 +23,13 @@ From metrics.jsonl:
 The ratio async/sync is taken per round and the median of the rounds is reported, so slow
 drift of the machine cancels. --report FILE prints the figures of an earlier --json again.
 
+--compare zero-gather: both runs of a round use --zero 1 --checkpoint-async on, the baseline
+("sync" in the report) with --zero-gather snapshot (the shards gathered inside the
+snapshot), the other ("async") with --zero-gather writer (sent to rank 0's writer thread).
+
   /usr/bin/python3 bench/checkpoint/async_blocking.py [--ringtrain build/ringtrain]
-      [--models mlp,cnn] [--ranks 2] [--rounds 5] [--json FILE] [--report FILE]
+      [--models mlp,cnn] [--ranks 2] [--rounds 5] [--compare async|zero-gather]
+      [--json FILE] [--report FILE]
 
 Benchmarks are programs, not timed tests; run it alone on the machine.
 """
@@ -42,6 +48,12 @@ PLAN = {"mlp": {"steps": 240, "every": 40, "log_every": 10},
         "cnn": {"steps": 96, "every": 16, "log_every": 4},
         "cnn-bn": {"steps": 96, "every": 16, "log_every": 4}}
 
+# The two sides of a round: "off" is the baseline, "on" the candidate.
+SIDES = {"async": {"off": ["--checkpoint-async", "off"], "on": ["--checkpoint-async", "on"]},
+         "zero-gather": {
+             "off": ["--checkpoint-async", "on", "--zero", "1", "--zero-gather", "snapshot"],
+             "on": ["--checkpoint-async", "on", "--zero", "1", "--zero-gather", "writer"]}}
+
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -50,6 +62,7 @@ def parse_args():
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--compare", choices=sorted(SIDES), default="async")
     ap.add_argument("--json", help="write the figures here too")
     ap.add_argument("--report", help="print the figures of an earlier --json and exit")
     return ap.parse_args()
@@ -67,7 +80,7 @@ def run(o, model, mode, scratch):
     cmd = [o.mpiexec, "-n", str(o.ranks), o.ringtrain, "train", "--model", model,
            "--steps", str(p["steps"]), "--checkpoint-every", str(p["every"]),
            "--log-every", str(p["log_every"]), "--no-eval", "--quiet", "--blas-threads", "1",
-           "--global-batch", "128", "--optimizer", "adamw", "--checkpoint-async", mode,
+           "--global-batch", "128", "--optimizer", "adamw", *SIDES[o.compare][mode],
            "--run-dir", run_dir]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           stdin=subprocess.DEVNULL)
@@ -137,8 +150,11 @@ def main():
         return 0
     o.ringtrain = os.path.abspath(o.ringtrain)
     scratch = tempfile.mkdtemp(prefix="async_blocking-")
-    print("async_blocking  %s  N=%d  ringtrain %s" % (
-        datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), o.ranks, o.ringtrain))
+    print("async_blocking  %s  N=%d  ringtrain %s  compare %s" % (
+        datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), o.ranks, o.ringtrain, o.compare))
+    if o.compare == "zero-gather":
+        print("sync = --zero 1 --checkpoint-async on --zero-gather snapshot, "
+              "async = the same with --zero-gather writer")
     print("load average at start: %s" % load_average())
     results = {}
     for model in o.models.split(","):
@@ -152,7 +168,8 @@ def main():
     if o.json:
         with open(o.json, "w") as f:
             json.dump({"date": datetime.datetime.now().isoformat(), "ranks": o.ranks,
-                       "results": results}, f, indent=2)
+                       "compare": o.compare, "sides": SIDES[o.compare], "results": results},
+                      f, indent=2)
     return 0
 
 

@@ -27,8 +27,12 @@ bool all_agree(const collectives::Communicator& comm, bool ok) {
 
 Checkpointer::Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir,
                            std::size_t keep, std::string config_json,
-                           const std::filesystem::path& key_file)
-    : comm_(comm), dir_(std::move(dir)), keep_(keep), config_json_(std::move(config_json)) {
+                           const std::filesystem::path& key_file, ZeroGather gather)
+    : comm_(comm),
+      dir_(std::move(dir)),
+      keep_(keep),
+      config_json_(std::move(config_json)),
+      gather_(gather) {
   std::string error;
   try {
     key_ = checkpoint::MacKey::from_flag_or_environment(key_file);
@@ -45,20 +49,37 @@ const checkpoint::MacKey* Checkpointer::key() const {
 }
 
 Checkpointer::~Checkpointer() {
-  // An exception left a save in flight: let it finish, so its files end consistent.
+  // An exception left a save in flight: let it finish, so its files end consistent (without
+  // its shards, if their messages fail, it writes nothing).
+  try {
+    transfer_.wait();
+    shards_arrived();
+  } catch (const std::exception&) {
+    shards_arrived(/*abandoned=*/true);
+  }
   if (writer_.joinable()) writer_.join();
 }
 
-Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::uint64_t epoch) {
+Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::uint64_t epoch,
+                                              bool deferred) {
   Snapshot snap;
   snap.start_s = now_s();
+  snap.header.step = state.progress.step;
+  snap.header.epoch = epoch;
+  snap.header.world_size = comm_.size();
+  if (deferred) {
+    // Rank 0's tree lacks the shards and residuals until the writer puts them in.
+    transfer_.start(comm_, state);
+    if (comm_.rank() == 0) {
+      snap.header.config_json = config_json_;
+      snap.tree = capture_deferred(state, &spare_tree_, deferred_);
+    }
+    return snap;
+  }
   // ZeRO-1: the file holds the full optimizer state, as with --zero 0 (training_state.hpp);
   // only rank 0, which writes it, gathers it.
   const std::vector<FullOptimizerState> gathered = gather_optimizer_state_to_root(comm_, state);
   const std::vector<float> residuals = gather_residuals_to_root(comm_, state);
-  snap.header.step = state.progress.step;
-  snap.header.epoch = epoch;
-  snap.header.world_size = comm_.size();
   if (comm_.rank() == 0) {
     snap.header.config_json = config_json_;
     snap.tree = capture(state, gathered, &spare_tree_, residuals);
@@ -115,22 +136,66 @@ SaveOutcome Checkpointer::save(const TrainingState& state, std::uint64_t epoch) 
 
 double Checkpointer::start_save(const TrainingState& state, std::uint64_t epoch) {
   if (in_flight_) throw std::logic_error("Checkpointer::start_save with a save in flight");
-  in_flight_snapshot_ = snapshot(state, epoch);
+  const bool deferred = gather_ == ZeroGather::kWriter && ShardTransfer::needed(state);
+  {
+    std::lock_guard lock(arrival_mutex_);
+    arrived_ = abandoned_ = false;
+  }
+  in_flight_snapshot_ = snapshot(state, epoch, deferred);
   in_flight_ = true;
+  if (!transfer_.pending()) shards_arrived();  // one rank, or nothing deferred
   const double blocked_s = now_s() - in_flight_snapshot_.start_s;
   if (comm_.rank() == 0) {
     writer_error_.clear();
-    writer_ = std::thread([this] {
-      writer_error_ = persist(in_flight_snapshot_);
-      writer_persist_s_ = now_s() - in_flight_snapshot_.start_s;
-    });
+    writer_ = std::thread([this, deferred] { write_in_background(deferred); });
   }
   return blocked_s;
+}
+
+void Checkpointer::write_in_background(bool deferred) {
+  if (deferred) {
+    if (!await_shards()) {
+      writer_error_ = "the save was abandoned before the other ranks' shards arrived";
+      writer_persist_s_ = now_s() - in_flight_snapshot_.start_s;
+      return;
+    }
+    try {
+      put_deferred(in_flight_snapshot_.tree, deferred_, transfer_.assemble(),
+                   transfer_.residuals());
+    } catch (const std::exception& e) {
+      writer_error_ = e.what();
+      writer_persist_s_ = now_s() - in_flight_snapshot_.start_s;
+      return;
+    }
+  }
+  writer_error_ = persist(in_flight_snapshot_);
+  writer_persist_s_ = now_s() - in_flight_snapshot_.start_s;
+}
+
+bool Checkpointer::await_shards() {
+  std::unique_lock lock(arrival_mutex_);
+  arrival_.wait(lock, [this] { return arrived_ || abandoned_; });
+  return !abandoned_;
+}
+
+void Checkpointer::shards_arrived(bool abandoned) {
+  {
+    std::lock_guard lock(arrival_mutex_);
+    (abandoned ? abandoned_ : arrived_) = true;
+  }
+  arrival_.notify_all();
+}
+
+void Checkpointer::poll() {
+  if (in_flight_ && transfer_.pending() && transfer_.test()) shards_arrived();
 }
 
 SaveOutcome Checkpointer::finish_save() {
   if (!in_flight_) throw std::logic_error("Checkpointer::finish_save without a save in flight");
   const double start = now_s();
+  // Every rank's messages complete here at the latest (a failed save's too).
+  transfer_.wait();
+  shards_arrived();
   if (writer_.joinable()) writer_.join();
   in_flight_ = false;
   spare_tree_ = std::move(in_flight_snapshot_.tree);

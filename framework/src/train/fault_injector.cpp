@@ -31,8 +31,13 @@ class ScriptedFaults final : public FaultInjector {
       params[0] = std::nextafter(params[0], INFINITY);
   }
   void after_step(int rank, std::uint64_t done) const override {
-    if (plan_.kill_rank == rank && plan_.kill_step == done) std::raise(SIGKILL);
+    if (!plan_.kill_at_snapshot && plan_.kill_rank == rank && plan_.kill_step == done)
+      std::raise(SIGKILL);
     if (plan_.pause_step == done && !plan_.pause_file.empty()) wait_for_pause_file(rank);
+  }
+  void after_snapshot(int rank, std::uint64_t done) const override {
+    if (plan_.kill_at_snapshot && plan_.kill_rank == rank && plan_.kill_step == done)
+      std::raise(SIGKILL);
   }
   void before_save(int rank, std::uint64_t done) const override {
     if (rank != 0) return;

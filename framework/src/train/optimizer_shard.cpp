@@ -43,8 +43,6 @@ void OptimizerShard::take(std::span<const float> full, std::span<float> shard) c
                 shard.begin() + std::ptrdiff_t(p.shard_offset));
 }
 
-// Every rank's piece of each bucket, relative to the bucket, as MPI's v-collectives want them:
-// (counts, displacements) of bucket b at [b·N, (b+1)·N). Collective (one MPI_Allgather).
 OptimizerShard::PieceTable OptimizerShard::piece_table(
     const collectives::Communicator& comm) const {
   const std::size_t B = buckets_.size(), N = static_cast<std::size_t>(comm.size());
@@ -66,6 +64,29 @@ OptimizerShard::PieceTable OptimizerShard::piece_table(
       table.displs[b * N + q] = all[q * 2 * B + 2 * b + 1];
     }
   return table;
+}
+
+std::size_t OptimizerShard::shard_elements(const PieceTable& table, int q, int N) const {
+  std::size_t elements = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    elements += static_cast<std::size_t>(table.counts[b * std::size_t(N) + std::size_t(q)]);
+  return elements;
+}
+
+void OptimizerShard::place_rank(const PieceTable& table, int q, int N,
+                                std::span<const float> shard_q, std::span<float> full) const {
+  if (shard_q.size() != shard_elements(table, q, N) || full.size() != total_)
+    throw Error(fmt::format("OptimizerShard::place_rank: rank {}'s shard has {} elements, "
+                            "expected {}; full has {}, expected {}",
+                            q, shard_q.size(), shard_elements(table, q, N), full.size(), total_));
+  std::size_t from = 0;  // rank q's pieces lie end to end in bucket order
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const std::size_t i = b * std::size_t(N) + std::size_t(q);
+    const auto count = static_cast<std::size_t>(table.counts[i]);
+    std::copy_n(shard_q.begin() + std::ptrdiff_t(from), count,
+                full.begin() + std::ptrdiff_t(buckets_[b].offset + std::size_t(table.displs[i])));
+    from += count;
+  }
 }
 
 void OptimizerShard::place(std::span<const float> shard, std::span<float> full) const {

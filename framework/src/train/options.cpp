@@ -433,6 +433,11 @@ std::vector<TrainOption> run_options() {
              "periodic saves block training for a snapshot of the state only; rank 0 writes "
              "the file on a writer thread while training goes on (saves at the end and at a "
              "stop signal stay synchronous)"),
+      option("zero-gather", &TrainConfig::zero_gather,
+             "asynchronous saves with --zero 1 (or a bf16 wire): the other ranks' shards reach "
+             "rank 0 inside the snapshot (snapshot: collective gather, training waits) or on "
+             "the way to the writer thread (writer: each rank copies its shard and sends it "
+             "without waiting; rank 0's writer assembles the full state)"),
       option("checkpoint-key", &TrainConfig::checkpoint_key,
              "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
              "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),

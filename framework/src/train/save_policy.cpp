@@ -76,9 +76,10 @@ double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uin
     WatchedPhase watched(watchdog_, "checkpoint save", done);
     if (checkpointer_.in_flight()) settle(checkpointer_.finish_save());  // may throw
     faults_.before_save(comm_.rank(), done);
-    if (async)
+    if (async) {
       checkpointer_.start_save(state, epoch);
-    else
+      faults_.after_snapshot(comm_.rank(), done);
+    } else
       outcome = checkpointer_.save(state, epoch);
   }
   const double blocked_s = now_s() - t0;  // with the wait for a save in flight

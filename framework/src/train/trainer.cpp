@@ -353,7 +353,7 @@ std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
                     &step_->reducer().shard(), &step_->reducer().feedback()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
                                                  checkpoint_config(config_, facts_, model_).dump(),
-                                                 config_.checkpoint_key);
+                                                 config_.checkpoint_key, config_.zero_gather);
   if (config_.resume.empty()) return std::nullopt;
   return checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });
 }
@@ -478,6 +478,7 @@ bool TrainingRun::after_step(std::uint64_t step) {
   }
   if (config_.evaluate && (done % facts_.eval_every == 0 || done == total)) evaluate_now(done);
   const bool last = done == total || results_.target_reached;
+  checkpointer_->poll();  // the messages of a save in flight (--zero-gather writer)
   if (stop_now || last || saves_->due(done)) {
     const double t0 = now_s();
     saves_->save(*state_, done, sampler_->state().epoch,

@@ -101,37 +101,30 @@ std::vector<FullOptimizerState> gather_optimizer_state_to_root(
   return full;
 }
 
-checkpoint::StateTree capture(const TrainingState& s, std::span<const FullOptimizerState> gathered,
-                              checkpoint::StateTree* recycle, std::span<const float> residuals) {
-  checkpoint::StateTree tree;
-  if (recycle) tree.reuse_storage(std::move(*recycle));
-  const ParameterStore& params = s.model.parameters();
-  put_store(tree, params);
-  put_store(tree, s.model.buffers());
+namespace {
 
-  // Optimizer state tensors are parallel to the flat parameter buffer: one entry per
-  // (state, parameter), named so h5dump shows which tensor is which.
-  const std::vector<OptimizerStateView> views = s.optimizer.state();
-  if (sharded(s) && gathered.size() != views.size())
+// One entry per (state tensor, parameter), named so h5dump shows which tensor is which:
+// optimizer state tensors are parallel to the flat parameter buffer.
+void put_state_tensor(checkpoint::StateTree& tree, const std::string& state_name,
+                      std::span<const ParameterEntry> entries, std::span<const float> full) {
+  for (const ParameterEntry& e : entries)
+    tree.put_array(Group::kOptimizer, state_name + "/" + e.name, dims_of(e.shape),
+                   full.subspan(e.offset, e.size));
+}
+
+// Every rank's wire residual (N x M, rank after rank).
+void put_residuals(checkpoint::StateTree& tree, std::size_t M, std::span<const float> residuals) {
+  if (residuals.empty() || residuals.size() % M != 0)
     throw Error(
-        fmt::format("capture: the optimizer state is sharded; gather its {} tensors "
-                    "first (got {})",
-                    views.size(), gathered.size()));
-  for (std::size_t v = 0; v < views.size(); ++v) {
-    const std::span<const float> full =
-        sharded(s) ? std::span<const float>(gathered[v].values) : views[v].values;
-    for (const ParameterEntry& e : params.entries())
-      tree.put_array(Group::kOptimizer, views[v].name + "/" + e.name, dims_of(e.shape),
-                     full.subspan(e.offset, e.size));
-  }
-  if (const std::size_t M = residual_elements(s); M > 0) {
-    if (residuals.empty() || residuals.size() % M != 0)
-      throw Error(
-          fmt::format("capture: the wire residual needs every rank's {} elements "
-                      "gathered first (got {})",
-                      M, residuals.size()));
-    tree.put_array(Group::kOptimizer, "wire_residual", {residuals.size() / M, M}, residuals);
-  }
+        fmt::format("capture: the wire residual needs every rank's {} elements "
+                    "gathered first (got {})",
+                    M, residuals.size()));
+  tree.put_array(Group::kOptimizer, "wire_residual", {residuals.size() / M, M}, residuals);
+}
+
+// Everything but the model and the per-element optimizer state: counters, schedule, data
+// position, RNG and progress.
+void put_scalars(checkpoint::StateTree& tree, const TrainingState& s) {
   tree.put_u64(Group::kOptimizer, "step_count", s.optimizer.step_count());
   tree.put_string(Group::kOptimizer, "describe", s.optimizer.describe());
 
@@ -160,7 +153,60 @@ checkpoint::StateTree capture(const TrainingState& s, std::span<const FullOptimi
   tree.put_f64(Group::kProgress, "window_loss", p.window_loss);
   tree.put_f64(Group::kProgress, "window_samples", p.window_samples);
   tree.put_u64(Group::kProgress, "window_steps", p.window_steps);
+}
+
+checkpoint::StateTree model_tree(const TrainingState& s, checkpoint::StateTree* recycle) {
+  checkpoint::StateTree tree;
+  if (recycle) tree.reuse_storage(std::move(*recycle));
+  put_store(tree, s.model.parameters());
+  put_store(tree, s.model.buffers());
   return tree;
+}
+
+}  // namespace
+
+checkpoint::StateTree capture(const TrainingState& s, std::span<const FullOptimizerState> gathered,
+                              checkpoint::StateTree* recycle, std::span<const float> residuals) {
+  checkpoint::StateTree tree = model_tree(s, recycle);
+  const std::vector<OptimizerStateView> views = s.optimizer.state();
+  if (sharded(s) && gathered.size() != views.size())
+    throw Error(
+        fmt::format("capture: the optimizer state is sharded; gather its {} tensors "
+                    "first (got {})",
+                    views.size(), gathered.size()));
+  for (std::size_t v = 0; v < views.size(); ++v)
+    put_state_tensor(tree, views[v].name, s.model.parameters().entries(),
+                     sharded(s) ? std::span<const float>(gathered[v].values) : views[v].values);
+  if (const std::size_t M = residual_elements(s); M > 0) put_residuals(tree, M, residuals);
+  put_scalars(tree, s);
+  return tree;
+}
+
+checkpoint::StateTree capture_deferred(const TrainingState& s, checkpoint::StateTree* recycle,
+                                       DeferredState& later) {
+  checkpoint::StateTree tree = model_tree(s, recycle);
+  const std::span<const ParameterEntry> entries = s.model.parameters().entries();
+  later = DeferredState{};
+  later.residual_elements = residual_elements(s);
+  for (const OptimizerStateView& view : s.optimizer.state()) {
+    if (sharded(s))
+      later.state_names.push_back(view.name);
+    else
+      put_state_tensor(tree, view.name, entries, view.values);
+  }
+  if (sharded(s)) later.entries.assign(entries.begin(), entries.end());
+  put_scalars(tree, s);
+  return tree;
+}
+
+void put_deferred(checkpoint::StateTree& tree, const DeferredState& later,
+                  std::span<const FullOptimizerState> gathered, std::span<const float> residuals) {
+  if (gathered.size() != later.state_names.size())
+    throw Error(fmt::format("put_deferred: {} optimizer state tensors expected, got {}",
+                            later.state_names.size(), gathered.size()));
+  for (std::size_t v = 0; v < gathered.size(); ++v)
+    put_state_tensor(tree, later.state_names[v], later.entries, gathered[v].values);
+  if (later.residual_elements > 0) put_residuals(tree, later.residual_elements, residuals);
 }
 
 void check_compatible(const checkpoint::StateTree& tree, const TrainingState& s) {

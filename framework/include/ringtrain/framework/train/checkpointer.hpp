@@ -17,6 +17,15 @@
 // HDF5 is not thread-safe, and training makes none). A kill at any moment of the background
 // write leaves the files of steps 2-5 above, from which a resume takes the newest that
 // verifies.
+// Where the shards of --zero 1 (and the bf16 wire residuals) reach rank 0 in start_save:
+//   kSnapshot  step 1 gathers them with collectives (MPI_Gatherv), training waits for it
+//   kWriter    step 1 copies each rank's part into a buffer of the save and sends it without
+//              waiting (shard_transfer.hpp); the training thread completes the messages at
+//              step boundaries (poll) and at finish_save, and rank 0's writer thread, woken
+//              when they are complete, assembles the full state before step 2. The writer
+//              makes no MPI call: the process stays within MPI_THREAD_SERIALIZED although
+//              the training thread calls MPI outside the ring lock between steps.
+// Synchronous saves (save()) always gather in the snapshot. Only rank 0 holds the full state.
 // A save that fails is reported, not thrown: the caller decides whether training goes on
 // (the previous durable checkpoint stays the restart point).
 // resume(), on every rank: each rank loads the newest checkpoint that verifies (or the given
@@ -27,9 +36,11 @@
 // keyed MAC and resume refuses any file not signed with that key.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,6 +48,8 @@
 #include "ringtrain/checkpoint/file.hpp"
 #include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/train/modes.hpp"
+#include "ringtrain/framework/train/shard_transfer.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 
 namespace ringtrain {
@@ -56,10 +69,13 @@ class Checkpointer {
   // key_file: the MAC key (--checkpoint-key); empty: $RINGTRAIN_CHECKPOINT_KEY_FILE if set,
   // else no key. Collective (the ranks agree that the key loaded). Throws AgreedError if the
   // key file is refused (missing, readable by group or others, not 32 bytes).
+  // gather: where an asynchronous save's shards reach rank 0 (above).
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
-               std::string config_json, const std::filesystem::path& key_file = {});
+               std::string config_json, const std::filesystem::path& key_file = {},
+               ZeroGather gather = ZeroGather::kSnapshot);
 
-  // Joins a writer thread still in flight (its outcome is not reported).
+  // Completes the messages and joins a writer thread still in flight (its outcome is not
+  // reported).
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -77,6 +93,9 @@ class Checkpointer {
   // Collective: waits until the save in flight is durable or failed; its outcome, with
   // blocked_s the wait. Fails as save() does, without throwing.
   SaveOutcome finish_save();
+  // Training thread, at a step boundary: completes the messages of a kWriter save in flight
+  // if they have arrived (MPI_Testall, local) and then wakes the writer. Cheap when none is.
+  void poll();
 
   // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the
   // loaded path, or nullopt if "auto" found none (a fresh start). Every rejected file is
@@ -97,7 +116,13 @@ class Checkpointer {
     checkpoint::Header header;
     checkpoint::StateTree tree;
   };
-  Snapshot snapshot(const TrainingState& state, std::uint64_t epoch);  // collective
+  // Collective. deferred: the shards are sent to the writer (kWriter), not gathered here.
+  Snapshot snapshot(const TrainingState& state, std::uint64_t epoch, bool deferred = false);
+  // Rank 0's writer thread: waits for the shards if deferred, completes the tree, persists.
+  void write_in_background(bool deferred);
+  // Rank 0's writer thread: false if the save was abandoned before its shards arrived.
+  bool await_shards();
+  void shards_arrived(bool abandoned = false);  // wakes the writer
   // Rank 0: steps 2-5 of the protocol. "" if durable, else why (and the .partial is gone).
   std::string persist(const Snapshot& snap) const;
   // Collective: every rank learns rank 0's error and persist time.
@@ -118,6 +143,14 @@ class Checkpointer {
   std::thread writer_;
   std::string writer_error_;
   double writer_persist_s_ = 0.0;
+  // kWriter: the messages of the save in flight, what its tree still lacks, and the writer's
+  // wake-up (arrived_/abandoned_ under arrival_mutex_).
+  ZeroGather gather_;
+  ShardTransfer transfer_;
+  DeferredState deferred_;
+  std::mutex arrival_mutex_;
+  std::condition_variable arrival_;
+  bool arrived_ = false, abandoned_ = false;
 };
 
 }  // namespace ringtrain

@@ -87,6 +87,8 @@ struct TrainConfig {
   std::size_t keep = 3;        // newest checkpoints kept
   std::size_t max_failed_saves = 3;  // periodic saves that may fail in a row before the run stops
   OnOff checkpoint_async = OnOff::kOn;  // on: periodic saves are written by a writer thread
+  // async saves under --zero 1: shards gathered in the snapshot or sent to the writer
+  ZeroGather zero_gather = ZeroGather::kWriter;
   std::string checkpoint_key;  // MAC key file; empty: $RINGTRAIN_CHECKPOINT_KEY_FILE, else unsigned
   std::string resume;          // "auto" (newest that verifies in <run-dir>/checkpoints) or a file
 

@@ -34,6 +34,8 @@ class FaultInjector {
   // Just before the save after step `done`: arm a crash inside one phase of the commit, or a
   // failure of the write.
   virtual void before_save(int /*rank*/, std::uint64_t /*done*/) const {}
+  // Just after the snapshot of an asynchronous save after step `done` (training resumes next).
+  virtual void after_snapshot(int /*rank*/, std::uint64_t /*done*/) const {}
 
   // The Young/Daly planner's inputs, fixed instead of measured (nullopt: measured).
   // save_index counts the saves of this attempt from 0.
@@ -54,6 +56,9 @@ struct FaultPlan {
   double hang_s = 0.0;
   int kill_rank = -1;  // this rank SIGKILLs itself after completing step kill_step
   std::uint64_t kill_step = 0;
+  // Instead: right after its snapshot of the asynchronous save after kill_step, while the
+  // save's shards may still be on their way to rank 0's writer.
+  bool kill_at_snapshot = false;
   int crash_phase = 0;  // rank 0 SIGKILLs itself in this phase (1..5) of the save at crash_step
   std::uint64_t crash_step = 0;
   // The saves after these steps fail on rank 0 once their .partial is written, as a full disk

@@ -40,6 +40,8 @@ enum class GemmChoice { kAuto, kOpenblas, kOwn };  // blas.hpp resolves auto for
 enum class CollectiveKind { kRing, kMpi, kHierarchical };  // ring, MPI_Allreduce, two-level
 enum class Overlap { kOn, kOff, kAlternate };      // alternate: on in even steps, off in odd
 enum class OnOff { kOn, kOff };
+// --zero-gather: where a ZeRO-1 save's shards reach rank 0 (checkpointer.hpp)
+enum class ZeroGather { kSnapshot, kWriter };
 // auto: from y's dtype (integer labels: cross-entropy, float32 targets: mse); loss.hpp
 enum class LossChoice { kAuto, kCrossEntropy, kMse };
 
@@ -103,6 +105,10 @@ template <> struct ModeTable<LossChoice> {
 };
 template <> struct ModeTable<OnOff> {
   static constexpr Choice<OnOff> kChoices[] = {{OnOff::kOn, "on"}, {OnOff::kOff, "off"}};
+};
+template <> struct ModeTable<ZeroGather> {
+  static constexpr Choice<ZeroGather> kChoices[] = {
+      {ZeroGather::kSnapshot, "snapshot"}, {ZeroGather::kWriter, "writer"}};
 };
 // clang-format on
 

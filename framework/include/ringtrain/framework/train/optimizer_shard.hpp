@@ -87,11 +87,21 @@ class OptimizerShard {
   void gather_to_root(const collectives::Communicator& comm, std::span<const float> shard,
                       std::span<float> full) const;
 
- private:
+  // Every rank's piece of each bucket, relative to the bucket's start, as MPI's v-collectives
+  // want them: rank q's piece of bucket b is counts/displs[b·N + q]. Collective (one
+  // MPI_Allgather).
   struct PieceTable {
-    std::vector<int> counts, displs;  // (buckets, N): every rank's piece, from its bucket's start
+    std::vector<int> counts, displs;  // (buckets, N)
   };
-  PieceTable piece_table(const collectives::Communicator& comm) const;    // collective
+  PieceTable piece_table(const collectives::Communicator& comm) const;
+  // Elements of rank q's shard (its pieces end to end, bucket order). Local.
+  std::size_t shard_elements(const PieceTable& table, int q, int N) const;
+  // full (total_elements()) <- rank q's shard (shard_elements(table, q, N)), at its pieces'
+  // places: what gather() does with each rank's shard, without MPI, on any thread. Local.
+  void place_rank(const PieceTable& table, int q, int N, std::span<const float> shard_q,
+                  std::span<float> full) const;
+
+ private:
   void place(std::span<const float> shard, std::span<float> full) const;  // this rank's pieces
 
   std::vector<collectives::Bucket> buckets_;

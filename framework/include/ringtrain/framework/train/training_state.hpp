@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ringtrain/checkpoint/state_tree.hpp"
 #include "ringtrain/collectives/communicator.hpp"
@@ -95,6 +96,23 @@ checkpoint::StateTree capture(const TrainingState& state,
                               std::span<const FullOptimizerState> gathered = {},
                               checkpoint::StateTree* recycle = nullptr,
                               std::span<const float> residuals = {});
+
+// What capture_deferred leaves out of the tree, to be added by put_deferred once gathered
+// (on any thread: it holds copies, no view of the live state).
+struct DeferredState {
+  std::vector<std::string> state_names;  // sharded optimizer tensors, optimizer.state() order
+  std::vector<ParameterEntry> entries;   // the flat parameter buffer's entries (if sharded)
+  std::size_t residual_elements = 0;     // M per rank; 0: no wire residual
+};
+// capture() without what must be gathered from the other ranks first: a sharded optimizer's
+// state tensors and the wire residuals. `later` receives what put_deferred needs. Local.
+checkpoint::StateTree capture_deferred(const TrainingState& state,
+                                       checkpoint::StateTree* recycle, DeferredState& later);
+// Completes a capture_deferred tree: the gathered tensors (as gather_optimizer_state_to_root
+// makes them, in later.state_names' order) and the residuals (N x M). The tree then holds
+// what capture() would have put. Touches no live state. Throws Error on a size mismatch.
+void put_deferred(checkpoint::StateTree& tree, const DeferredState& later,
+                  std::span<const FullOptimizerState> gathered, std::span<const float> residuals);
 
 // Throws UsageError unless the tree was written by a run with the same data order: the same
 // seed (/data/seed, /rng/seed), training set size and global batch as `state`. The file's
