@@ -24,8 +24,10 @@ py=/usr/bin/python3
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*"; for f in *.txt; do echo "--- $f"; tail -30 "$f"; done; exit 1; }
+# Synchronous saves (--checkpoint-async off): the derivation above needs each save durable
+# when its step's line is written.
 args=(--model mlp --mlp-hidden 64 --global-batch 32 --steps 40 --no-eval --log-every 1
-      --checkpoint-every 10 --quiet)
+      --checkpoint-every 10 --checkpoint-async off --quiet)
 export MPIEXEC_TIMEOUT=120
 start=$(date +%s)
 
