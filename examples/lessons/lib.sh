@@ -35,3 +35,9 @@ compare_checkpoints() {
   [[ -n "${3:-}" ]] && groups=(--groups "$3")
   "$ringtrain" inspect "$1" --compare "$2" --rtol 1e-5 "${groups[@]}" | tail -1 || true
 }
+
+# compare_bits A B: one line, inspect --compare of the model and optimizer state at rtol 0:
+# "equal within tolerance: largest relative difference 0" only when every element is equal.
+compare_bits() {
+  "$ringtrain" inspect "$1" --compare "$2" --rtol 0 --groups model,optimizer | tail -1 || true
+}

@@ -28,3 +28,14 @@ curves=(train --steps "$steps" --global-batch 128 --eval-every "$eval_every" --l
 plot_curves "$out/curves.png" "Lesson 1: one defined update" \
   "$out/one-process" "one process, B=128" "$out/sum-scaled" "N=2, 16+112, sum-scaled" \
   "$out/mean-of-means" "N=2, 16+112, mean-of-means"
+
+echo; echo "== 4. --reduction exact: the same $steps steps, bit for bit"
+"$mpiexec" -n 1 "$ringtrain" "${curves[@]}" --reduction exact --run-dir "$out/exact-one"
+"$mpiexec" -n 2 "$ringtrain" "${curves[@]}" --local-batches 16,112 --reduction exact \
+  --run-dir "$out/exact-split"
+last=checkpoints/step-$(printf %08d "$steps").h5
+echo "sum-scaled vs one process, bit for bit: $(compare_bits "$out/sum-scaled/$last" "$out/one-process/$last")"
+echo "exact 16+112 vs exact one process, bit for bit: $(compare_bits "$out/exact-split/$last" "$out/exact-one/$last")"
+plot_curves "$out/curves-exact.png" "Lesson 1: --reduction exact" \
+  "$out/one-process" "one process, B=128, sum-scaled" "$out/sum-scaled" "N=2, 16+112, sum-scaled" \
+  "$out/exact-one" "one process, B=128, exact" "$out/exact-split" "N=2, 16+112, exact"

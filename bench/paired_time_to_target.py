@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Time to target with bf16 on the wire against fp32: the same recipe, seed by seed.
+"""Time to target of two variants of one recipe, seed by seed: fp32 against bf16 on the wire
+(--compare wire, issue #31), or sum-scaled against --reduction exact (--compare reduction,
+issue #32).
 
 For each seed, two runs of the mlp on Fashion-MNIST at N=2 (SGD momentum 0.9, lr 0.05,
 global batch 128, the defaults), alternating which goes first, each for a fixed number of
@@ -7,18 +9,21 @@ epochs with the test set evaluated every --eval-every steps:
 
   mpiexec.mpich -n 2 ringtrain train --wire fp32|bf16 --seed S --epochs 15 --eval-every 100
       --quiet --run-dir <tmp> [--flags ...]
+  (--compare reduction: --reduction sum-scaled|exact instead of --wire)
 
 Read from each run's metrics.jsonl: steps to target (the first evaluation with test accuracy
 >= --target, default 0.88) and the test accuracy after the last epoch. With the same seed
 both runs start from the same weights and see the same batches; only the rounding of the
-gradient's sum differs (bf16 with error feedback, see collectives/bf16.hpp).
+gradient's sum differs (bf16 with error feedback, see collectives/bf16.hpp; or the exact
+sum, see framework/train/exact_step.hpp).
 
-Printed: one line per run, then per format the median [min-max] of steps to target and of the
-final accuracy, and the two checks of issue #31: the bf16 median of steps to target lies
-within the fp32 runs' range, and the bf16 final accuracy >= --final (default 0.883) for the
-median and for every seed.
+Printed: one line per run, then per variant the median [min-max] of steps to target and of
+the final accuracy, and the checks: the second variant's median of steps to target lies
+within the first's range, and its final accuracy >= --final (default 0.883) for the median
+and for every seed (for --compare wire, the checks of issue #31).
 
-  /usr/bin/python3 bench/wire_time_to_target.py [--seeds 0,...,6] [--epochs 15] [--json FILE]
+  /usr/bin/python3 bench/paired_time_to_target.py [--compare wire|reduction]
+      [--seeds 0,...,6] [--epochs 15] [--json FILE]
 
 A benchmark program, not a test: every figure comes from this invocation. Steps to target do
 not depend on the machine's load (the run is the same computation); seconds do, and are
@@ -35,25 +40,31 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# --compare: the flag that differs between the two runs of a seed, and its two values.
+VARIANTS = {"wire": ("--wire", ("fp32", "bf16")),
+            "reduction": ("--reduction", ("sum-scaled", "exact"))}
+
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ringtrain", default=os.path.join(os.path.dirname(HERE), "build", "ringtrain"))
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
+    ap.add_argument("--compare", choices=sorted(VARIANTS), default="wire")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--seeds", default="0,1,2,3,4,5,6")
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--target", type=float, default=0.88)
     ap.add_argument("--final", type=float, default=0.883)
-    ap.add_argument("--flags", default="", help="more flags for both formats")
+    ap.add_argument("--flags", default="", help="more flags for both variants")
     ap.add_argument("--json", help="write every run's figures here")
     return ap.parse_args()
 
 
-def run_once(args, wire, seed, workdir):
-    run_dir = os.path.join(workdir, f"{wire}-{seed}")
-    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--wire", wire,
+def run_once(args, variant, seed, workdir):
+    run_dir = os.path.join(workdir, f"{variant}-{seed}")
+    flag = VARIANTS[args.compare][0]
+    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", flag, variant,
            "--seed", str(seed), "--epochs", str(args.epochs), "--eval-every",
            str(args.eval_every), "--quiet", "--run-dir", run_dir] + args.flags.split()
     subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL)
@@ -67,7 +78,7 @@ def run_once(args, wire, seed, workdir):
         results = json.load(f)["results"]
     reached = [step for step, accuracy in evals if accuracy >= args.target]
     shutil.rmtree(run_dir)
-    return {"wire": wire, "seed": seed, "steps_to_target": reached[0] if reached else None,
+    return {"variant": variant, "seed": seed, "steps_to_target": reached[0] if reached else None,
             "final_accuracy": evals[-1][1], "steps": results["steps"],
             "wall_s": results.get("wall_s")}
 
@@ -79,33 +90,34 @@ def summary(values):
 def main():
     args = parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    first, second = VARIANTS[args.compare][1]
     runs = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as workdir:
         for i, seed in enumerate(seeds):
-            order = ["fp32", "bf16"] if i % 2 == 0 else ["bf16", "fp32"]
-            for wire in order:
-                run = run_once(args, wire, seed, workdir)
+            order = [first, second] if i % 2 == 0 else [second, first]
+            for variant in order:
+                run = run_once(args, variant, seed, workdir)
                 runs.append(run)
-                print(f"seed {seed} {wire}: steps to {args.target} {run['steps_to_target']}, "
+                print(f"seed {seed} {variant}: steps to {args.target} {run['steps_to_target']}, "
                       f"accuracy after {args.epochs} epochs {run['final_accuracy']:.4f}, "
                       f"{run['wall_s']:.1f} s", flush=True)
-    by = {w: [r for r in runs if r["wire"] == w] for w in ("fp32", "bf16")}
-    for wire, rs in by.items():
+    by = {v: [r for r in runs if r["variant"] == v] for v in (first, second)}
+    for variant, rs in by.items():
         steps = [r["steps_to_target"] for r in rs]
         finals = [r["final_accuracy"] for r in rs]
         missed = steps.count(None)
         reached = [s for s in steps if s is not None]
-        print(f"{wire}: steps to target {summary(reached) if reached else 'never'}"
+        print(f"{variant}: steps to target {summary(reached) if reached else 'never'}"
               f"{f' ({missed} seeds never reached it)' if missed else ''}; "
               f"final accuracy {summary(finals)}")
-    fp32 = [r["steps_to_target"] for r in by["fp32"] if r["steps_to_target"] is not None]
-    bf16 = [r["steps_to_target"] for r in by["bf16"]]
-    bf16_final = [r["final_accuracy"] for r in by["bf16"]]
-    within = None not in bf16 and fp32 and min(fp32) <= statistics.median(bf16) <= max(fp32)
-    final_ok = statistics.median(bf16_final) >= args.final
-    every_ok = min(bf16_final) >= args.final
-    print(f"bf16 median steps to target within the fp32 range: {'yes' if within else 'NO'}")
-    print(f"bf16 final accuracy >= {args.final}: median {'yes' if final_ok else 'NO'}, "
+    base = [r["steps_to_target"] for r in by[first] if r["steps_to_target"] is not None]
+    other = [r["steps_to_target"] for r in by[second]]
+    other_final = [r["final_accuracy"] for r in by[second]]
+    within = None not in other and base and min(base) <= statistics.median(other) <= max(base)
+    final_ok = statistics.median(other_final) >= args.final
+    every_ok = min(other_final) >= args.final
+    print(f"{second} median steps to target within the {first} range: {'yes' if within else 'NO'}")
+    print(f"{second} final accuracy >= {args.final}: median {'yes' if final_ok else 'NO'}, "
           f"every seed {'yes' if every_ok else 'NO'}")
     if args.json:
         with open(args.json, "w") as f:
