@@ -1,7 +1,8 @@
 // --reduction exact: N ranks, with any split of the global batch into multiples of the
 // micro-batch, train bitwise what one process trains (/model and /optimizer of the final
-// checkpoint), with SGD and AdamW; sum-scaled at the same uneven splits does not; the exact
-// update is the sum-scaled update (close to it at N = 1); the refusals.
+// checkpoint), with SGD and AdamW, for an mlp and a small cnn (both convolution algorithms);
+// sum-scaled at the same uneven splits does not; the exact update is the sum-scaled update
+// (close to it at N = 1); the refusals.
 // The one-process reference runs on MPI_COMM_SELF on every rank, as in equivalence_test.cpp.
 #include <fmt/format.h>
 #include <hdf5.h>
@@ -12,6 +13,7 @@
 
 #include "mpi_test.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/layers/conv2d.hpp"
 #include "train_rig.hpp"
 
 using namespace ringtrain;
@@ -19,32 +21,47 @@ using namespace ringtrain::testing;
 
 namespace {
 
-constexpr std::size_t kGlobalBatch = 48;
-constexpr std::size_t kMicroBatch = 4;
 constexpr std::uint64_t kSteps = 20;
 
-// Splits of 48 samples into multiples of 4 over N ranks: uneven, one of them with an empty rank.
-std::string uneven_split(int n) {
+// A model and how its global batch is cut: every split below is in multiples of m.
+struct Case {
+  std::string model;
+  std::size_t global_batch;
+  std::size_t micro_batch;
+  float dropout;  // --dropout (0 for a spec file, which carries its own dropout layer)
+};
+
+// mlp: 48 samples in micro-batches of 4.
+Case mlp_case() { return {"mlp", 48, 4, 0.1f}; }
+
+// The small cnn of exact_cnn.toml (im2col, then Winograd): 72 samples in micro-batches of 6,
+// not a multiple of Winograd's groups of 4, so a micro-batch's groups are 1 or 2 images.
+Case cnn_case() { return {RINGTRAIN_EXACT_CNN_SPEC, 72, 6, 0.0f}; }
+
+// Splits of the global batch into multiples of m over N ranks: uneven, one of them with an
+// empty rank (N = 4). Both cases hold 12 micro-batches: m·(1, 11), m·(2, 3, 7), m·(1, 0, 5, 6).
+std::string uneven_split(const Case& c, int n) {
+  const std::size_t m = c.micro_batch, units = c.global_batch / m;
   switch (n) {
     case 1:
-      return "48";
+      return fmt::format("{}", c.global_batch);
     case 2:
-      return "4,44";
+      return fmt::format("{},{}", m, (units - 1) * m);
     case 3:
-      return "8,12,28";
+      return fmt::format("{},{},{}", 2 * m, 3 * m, (units - 5) * m);
     default:
-      return "4,0,20,24";
+      return fmt::format("{},0,{},{}", m, 5 * m, (units - 6) * m);
   }
 }
 
-TrainConfig exact_config(OptimizerKind optimizer) {
-  TrainConfig c = small_config("mlp", kSteps, kGlobalBatch);
-  c.reduction = Reduction::kExact;
-  c.exact_micro_batch = kMicroBatch;
-  c.optimizer = optimizer;
-  c.lr = optimizer == OptimizerKind::kSgd ? 0.05f : 0.001f;
-  c.dropout = 0.1f;  // masks keyed by global sample index: the split must not matter
-  return c;
+TrainConfig exact_config(const Case& c, OptimizerKind optimizer) {
+  TrainConfig config = small_config(c.model, kSteps, c.global_batch);
+  config.reduction = Reduction::kExact;
+  config.exact_micro_batch = c.micro_batch;
+  config.optimizer = optimizer;
+  config.lr = optimizer == OptimizerKind::kSgd ? 0.05f : 0.001f;
+  config.dropout = c.dropout;  // masks keyed by global sample index: the split must not matter
+  return config;
 }
 
 // Every dataset under `group` of an HDF5 file, by path, as raw bytes.
@@ -97,9 +114,9 @@ Finished train_and_read(const TrainConfig& config, MPI_Comm comm) {
   return out;
 }
 
-void check_bitwise(OptimizerKind optimizer) {
+void check_bitwise(const Case& c, OptimizerKind optimizer) {
   const int n = world_size();
-  const TrainConfig config = exact_config(optimizer);
+  const TrainConfig config = exact_config(c, optimizer);
   const Finished reference = train_and_read(config, MPI_COMM_SELF);
   REQUIRE(all_ranks(!reference.model.empty() && !reference.optimizer.empty()));
   const RunOutput first_step = [&] {
@@ -109,8 +126,8 @@ void check_bitwise(OptimizerKind optimizer) {
   }();
   REQUIRE(all_ranks(relative_difference(reference.run.parameters, first_step.parameters) > 1e-3));
 
-  for (const std::string& split : {std::string(), uneven_split(n)}) {
-    INFO(fmt::format("{}, N = {}, local batches '{}'", name_of(optimizer), n, split));
+  for (const std::string& split : {std::string(), uneven_split(c, n)}) {
+    INFO(fmt::format("{}, {}, N = {}, local batches '{}'", c.model, name_of(optimizer), n, split));
     TrainConfig distributed = config;
     distributed.local_batches = split;
     const Finished run = train_and_read(distributed, MPI_COMM_WORLD);
@@ -125,18 +142,44 @@ void check_bitwise(OptimizerKind optimizer) {
 }  // namespace
 
 TEST_CASE("exact, SGD: N ranks, even and uneven splits, train bitwise what one process trains") {
-  check_bitwise(OptimizerKind::kSgd);
+  check_bitwise(mlp_case(), OptimizerKind::kSgd);
 }
 
 TEST_CASE("exact, AdamW: N ranks, even and uneven splits, train bitwise what one process trains") {
-  check_bitwise(OptimizerKind::kAdamw);
+  check_bitwise(mlp_case(), OptimizerKind::kAdamw);
 }
 
-// The test above can fail: a float sum at the same uneven split differs in the last bits (N > 1),
+// The cnn case covers both convolution algorithms: its second convolution runs Winograd.
+TEST_CASE("exact cnn: the test model has an im2col and a Winograd convolution") {
+  const TrainConfig config = exact_config(cnn_case(), OptimizerKind::kSgd);
+  const std::unique_ptr<Sequential> model = models::make_model(config);
+  model->plan(models::input_shape(), config.exact_micro_batch);
+  const auto* first = dynamic_cast<const Conv2d*>(&model->layer(0));
+  const auto* second = dynamic_cast<const Conv2d*>(&model->layer(3));
+  REQUIRE(first != nullptr);
+  REQUIRE(second != nullptr);
+  CHECK(first->algorithm_name() == "im2col");
+  CHECK(second->algorithm_name().find("winograd") == 0);
+}
+
+TEST_CASE("exact cnn, SGD: N ranks, even and uneven splits, train bitwise what one process "
+          "trains") {
+  check_bitwise(cnn_case(), OptimizerKind::kSgd);
+}
+
+TEST_CASE("exact cnn, AdamW: N ranks, even and uneven splits, train bitwise what one process "
+          "trains") {
+  check_bitwise(cnn_case(), OptimizerKind::kAdamw);
+}
+
+// The tests above can fail: a float sum at the same uneven split differs in the last bits (N > 1),
 // and the exact update is the sum-scaled one, rounded differently (N = 1, lr 0.002 as in
 // equivalence_test.cpp, where an ulp does not grow in 20 steps).
-TEST_CASE("sum-scaled at the same uneven split is not bitwise one process; exact is its update") {
-  TrainConfig config = exact_config(OptimizerKind::kSgd);
+namespace {
+
+void check_sum_scaled_differs(const Case& c) {
+  INFO(c.model);
+  TrainConfig config = exact_config(c, OptimizerKind::kSgd);
   config.reduction = Reduction::kSumScaled;
   config.dropout = 0.0f;
   config.lr = 0.002f;
@@ -149,11 +192,22 @@ TEST_CASE("sum-scaled at the same uneven split is not bitwise one process; exact
 
   if (world_size() == 1) return;
   config.reduction = Reduction::kSumScaled;
-  config.local_batches = uneven_split(world_size());
+  config.local_batches = uneven_split(c, world_size());
   const RunOutput split = train_on(config, MPI_COMM_WORLD);
   INFO("sum-scaled at N vs N = 1: " << relative_difference(split.parameters,
                                                            float_reference.parameters));
   REQUIRE(all_ranks(!bitwise_equal(split.parameters, float_reference.parameters)));
+}
+
+}  // namespace
+
+TEST_CASE("sum-scaled at the same uneven split is not bitwise one process; exact is its update") {
+  check_sum_scaled_differs(mlp_case());
+}
+
+TEST_CASE("cnn: sum-scaled at the same uneven split is not bitwise one process; exact is its "
+          "update") {
+  check_sum_scaled_differs(cnn_case());
 }
 
 namespace {
@@ -172,7 +226,7 @@ std::string refusal(const TrainConfig& config) {
 
 TEST_CASE("exact: splits that are not multiples of m and unsupported options are refused") {
   const int n = world_size();
-  TrainConfig config = exact_config(OptimizerKind::kSgd);
+  TrainConfig config = exact_config(mlp_case(), OptimizerKind::kSgd);
   config.steps = 2;
   // N = 1: 48 is not a multiple of 5; N > 1: rank 0 holds 2 samples (and rank 1 46 − 4·(N−2)).
   config.local_batches = n == 1 ? "" : fmt::format("2,{}", 46 - 4 * (n - 2));
@@ -183,7 +237,7 @@ TEST_CASE("exact: splits that are not multiples of m and unsupported options are
   REQUIRE(all_ranks(split.find("must be a multiple of --exact-micro-batch") != std::string::npos));
   REQUIRE(all_ranks(split.find(n == 1 ? "rank 0's is 48" : "rank 0's is 2") != std::string::npos));
 
-  config = exact_config(OptimizerKind::kSgd);
+  config = exact_config(mlp_case(), OptimizerKind::kSgd);
   config.steps = 2;
   config.zero = 1;
   REQUIRE(all_ranks(refusal(config).find("does not support --zero 1") != std::string::npos));
@@ -202,12 +256,10 @@ TEST_CASE("exact: splits that are not multiples of m and unsupported options are
   config.blas_threads = 1;
   config.exact_micro_batch = 0;
   REQUIRE(all_ranks(refusal(config).find("--exact-micro-batch 0") != std::string::npos));
-  config.exact_micro_batch = kMicroBatch;
-  for (const char* model : {"cnn", "cnn-bn"}) {
-    config.model = model;
-    const std::string layer = refusal(config);
-    INFO(layer);
-    REQUIRE(all_ranks(layer.find("layer layers.0.conv2d is not supported by the exact step") !=
-                      std::string::npos));
-  }
+  config.exact_micro_batch = mlp_case().micro_batch;
+  config.model = "cnn-bn";  // conv2d, then batchnorm: the convolution passes, BatchNorm does not
+  const std::string layer = refusal(config);
+  INFO(layer);
+  REQUIRE(all_ranks(layer.find("layer layers.1.batchnorm is not supported by the exact step") !=
+                    std::string::npos));
 }

@@ -2,6 +2,7 @@
 #include "ringtrain/framework/train/exact_step.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -32,15 +33,18 @@ std::vector<std::size_t> tensor_blocks(const ParameterStore& params) {
 
 }  // namespace
 
+// The layers whose micro-batch gradient depends on its samples and its row count alone
+// (exact_step.hpp, "Layers"); BatchNorm's statistics are not yet.
 void check_exact_layers(const Sequential& model) {
-  static const char* const kSupported[] = {"linear", "relu", "flatten", "dropout"};
+  static const std::vector<std::string> kSupported = {"linear",    "conv2d",  "maxpool2d",
+                                                      "relu",      "flatten", "dropout"};
   for (std::size_t i = 0; i < model.num_layers(); ++i) {
     const std::string kind = model.layer(i).kind();
-    if (std::find(std::begin(kSupported), std::end(kSupported), kind) == std::end(kSupported))
+    if (std::find(kSupported.begin(), kSupported.end(), kind) == kSupported.end())
       throw UsageError(fmt::format(
           "--reduction exact: layer layers.{}.{} is not supported by the exact step yet "
-          "(supported: linear, relu, flatten, dropout); use --reduction sum-scaled",
-          i, kind));
+          "(supported: {}); use --reduction sum-scaled",
+          i, kind, fmt::join(kSupported, ", ")));
   }
 }
 

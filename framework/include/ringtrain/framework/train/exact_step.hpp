@@ -32,9 +32,16 @@
 // |partial| of the element's tensor (exact_sum.hpp derives it); a float32 sum of the same
 // partials in some order carries (n − 1)·u·Σ|x| instead.
 //
-// Layers: Linear, ReLU, Flatten and Dropout (masks keyed by global sample index) compute a
-// sample's outputs from that sample alone; check_exact_layers refuses the others (BatchNorm's
-// statistics and Conv2d's dW are not split-independent yet, bench/README-exact.md).
+// Layers: Linear, ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index)
+// compute a sample's outputs from that sample alone. Conv2d (conv2d.cpp) computes a call of n
+// rows in P = min(4, n) parts of fixed bounds p·n/P, sums the parts' dW and db in part order,
+// and runs Winograd's groups of 4 images from each part's start: all of it a function of n
+// alone (the part-to-thread assignment does not touch the bits, and the BLAS is on one
+// thread). A micro-batch is one forward/backward call of n = m rows (or fewer, for the last
+// micro-batch of a short batch, which lies on one rank whatever the split), so its conv
+// gradient depends only on its samples and n, for any m: groups start at the call's parts,
+// never at another micro-batch's samples. check_exact_layers refuses the others (BatchNorm's
+// statistics are not split-independent yet, bench/README-exact.md).
 #pragma once
 
 #include <cstddef>
