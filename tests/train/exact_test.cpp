@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "mpi_test.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -94,10 +96,12 @@ Arrays read_group(const std::filesystem::path& file, const std::string& group) {
   return arrays;
 }
 
-// A run and its final checkpoint's /model and /optimizer (empty on ranks that write nothing).
+// A run and its final checkpoint's /model and /optimizer, and manifest.json's
+// optimizer_state (empty on ranks that write nothing).
 struct Finished {
   RunOutput run;
   Arrays model, optimizer;
+  nlohmann::json state;
 };
 
 Finished train_and_read(const TrainConfig& config, MPI_Comm comm) {
@@ -110,6 +114,7 @@ Finished train_and_read(const TrainConfig& config, MPI_Comm comm) {
     in >> name;
     out.model = read_group(dir / "checkpoints" / name, "/model");
     out.optimizer = read_group(dir / "checkpoints" / name, "/optimizer");
+    out.state = nlohmann::json::parse(std::ifstream(dir / "manifest.json"))["optimizer_state"];
   });
   return out;
 }
@@ -141,16 +146,18 @@ void check_bitwise(const Case& c, OptimizerKind optimizer) {
 
 }  // namespace
 
-TEST_CASE("exact, SGD: N ranks, even and uneven splits, train bitwise what one process trains") {
+TEST_CASE("exact, SGD: N ranks, even and uneven splits, train bitwise what one process trains",
+          "[mlp]") {
   check_bitwise(mlp_case(), OptimizerKind::kSgd);
 }
 
-TEST_CASE("exact, AdamW: N ranks, even and uneven splits, train bitwise what one process trains") {
+TEST_CASE("exact, AdamW: N ranks, even and uneven splits, train bitwise what one process trains",
+          "[mlp]") {
   check_bitwise(mlp_case(), OptimizerKind::kAdamw);
 }
 
 // The cnn case covers both convolution algorithms: its second convolution runs Winograd.
-TEST_CASE("exact cnn: the test model has an im2col and a Winograd convolution") {
+TEST_CASE("exact cnn: the test model has an im2col and a Winograd convolution", "[cnn]") {
   const TrainConfig config = exact_config(cnn_case(), OptimizerKind::kSgd);
   const std::unique_ptr<Sequential> model = models::make_model(config);
   model->plan(models::input_shape(), config.exact_micro_batch);
@@ -163,13 +170,66 @@ TEST_CASE("exact cnn: the test model has an im2col and a Winograd convolution") 
 }
 
 TEST_CASE("exact cnn, SGD: N ranks, even and uneven splits, train bitwise what one process "
-          "trains") {
+          "trains", "[cnn]") {
   check_bitwise(cnn_case(), OptimizerKind::kSgd);
 }
 
 TEST_CASE("exact cnn, AdamW: N ranks, even and uneven splits, train bitwise what one process "
-          "trains") {
+          "trains", "[cnn]") {
   check_bitwise(cnn_case(), OptimizerKind::kAdamw);
+}
+
+namespace {
+
+// Whether manifest.json's optimizer_state says the state was sharded over the N ranks: the
+// ranks' bytes sum to the unsharded bytes, and with N > 1 no rank holds all of them.
+bool sharded_state(const nlohmann::json& state, int n) {
+  const std::size_t full = state["unsharded_bytes"];
+  std::size_t sum = 0, largest = 0;
+  for (std::size_t b : state["bytes_per_rank"]) {
+    sum += b;
+    largest = std::max(largest, b);
+  }
+  return full > 0 && sum == full && (n == 1 || largest < full);
+}
+
+// --zero 1 after the exact sum: each rank updates its shard of the rounded total with its
+// shard of the optimizer state, then the all-gathers. The parameters and the final checkpoint
+// (its state gathered into the unsharded layout) equal byte for byte those of one process
+// without ZeRO and of the N-rank exact run without ZeRO, at an even and an uneven split.
+void check_zero_bitwise(OptimizerKind optimizer) {
+  const int n = world_size();
+  const TrainConfig config = exact_config(mlp_case(), optimizer);
+  const Finished reference = train_and_read(config, MPI_COMM_SELF);
+  REQUIRE(all_ranks(!reference.model.empty() && !reference.optimizer.empty()));
+
+  for (const std::string& split : {std::string(), uneven_split(mlp_case(), n)}) {
+    INFO(fmt::format("{}, N = {}, local batches '{}'", name_of(optimizer), n, split));
+    TrainConfig unsharded = config;
+    unsharded.local_batches = split;
+    TrainConfig sharded = unsharded;
+    sharded.zero = 1;
+    const Finished plain = train_and_read(unsharded, MPI_COMM_WORLD);
+    const Finished zero = train_and_read(sharded, MPI_COMM_WORLD);
+    REQUIRE(all_ranks(bitwise_equal(zero.run.parameters, reference.run.parameters)));
+    REQUIRE(all_ranks(bitwise_equal(zero.run.parameters, plain.run.parameters)));
+    const bool writer = world_rank() == 0;
+    REQUIRE(all_ranks(!writer || sharded_state(zero.state, n)));
+    REQUIRE(all_ranks(!writer || (zero.model == reference.model && zero.model == plain.model)));
+    REQUIRE(all_ranks(!writer || (zero.optimizer == reference.optimizer &&
+                                  zero.optimizer == plain.optimizer)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exact --zero 1, SGD (momentum): N ranks, even and uneven splits, bitwise one process",
+          "[zero]") {
+  check_zero_bitwise(OptimizerKind::kSgd);
+}
+
+TEST_CASE("exact --zero 1, AdamW: N ranks, even and uneven splits, bitwise one process", "[zero]") {
+  check_zero_bitwise(OptimizerKind::kAdamw);
 }
 
 // The tests above can fail: a float sum at the same uneven split differs in the last bits (N > 1),
@@ -201,12 +261,13 @@ void check_sum_scaled_differs(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("sum-scaled at the same uneven split is not bitwise one process; exact is its update") {
+TEST_CASE("sum-scaled at the same uneven split is not bitwise one process; exact is its update",
+          "[mlp]") {
   check_sum_scaled_differs(mlp_case());
 }
 
 TEST_CASE("cnn: sum-scaled at the same uneven split is not bitwise one process; exact is its "
-          "update") {
+          "update", "[cnn]") {
   check_sum_scaled_differs(cnn_case());
 }
 
@@ -224,7 +285,8 @@ std::string refusal(const TrainConfig& config) {
 
 }  // namespace
 
-TEST_CASE("exact: splits that are not multiples of m and unsupported options are refused") {
+TEST_CASE("exact: splits that are not multiples of m and unsupported options are refused",
+          "[mlp]") {
   const int n = world_size();
   TrainConfig config = exact_config(mlp_case(), OptimizerKind::kSgd);
   config.steps = 2;
@@ -239,9 +301,6 @@ TEST_CASE("exact: splits that are not multiples of m and unsupported options are
 
   config = exact_config(mlp_case(), OptimizerKind::kSgd);
   config.steps = 2;
-  config.zero = 1;
-  REQUIRE(all_ranks(refusal(config).find("does not support --zero 1") != std::string::npos));
-  config.zero = 0;
   config.wire = collectives::Wire::kBf16;
   REQUIRE(all_ranks(refusal(config).find("does not support --wire bf16") != std::string::npos));
   config.wire = collectives::Wire::kFp32;

@@ -138,10 +138,10 @@ bool BucketRings::poll() {
 void BucketRings::wait(std::size_t b) {
   BucketRing& f = *rings_[b];
   f.ring.wait();
-  if (!f.summed)
-    note_summed(f, now_s());
-  else if (f.gathering)
+  if (f.gathering)  // also when the sum ran elsewhere (GradientReducer::update_summed)
     note_gathered(f, now_s());
+  else if (!f.summed)
+    note_summed(f, now_s());
 }
 
 bool BucketRings::all_updated() const {

@@ -12,7 +12,8 @@ namespace ringtrain {
 //   2. per micro-batch of m samples (the last of a short batch may hold fewer): forward,
 //      loss scaled by 1/B, backward; its gradient added into the exact accumulator
 //   3. one exact allreduce, the total rounded once into the gradient buffer
-//   4. every rank applies the same optimizer update, or every rank skips the step
+//   4. every rank applies the same optimizer update, or every rank skips the step (--zero 1:
+//      each rank updates its shard, then the all-gathers)
 StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBatch& batch) {
   const double t0 = now_s();
   step_ = step;
@@ -32,7 +33,7 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
   times_.step_s = t_end - t0;
   times_.data_s = t_data - t0;
   times_.backward_s = t_backward - t_data;  // forward and backward interleave per micro-batch
-  times_.collectives = 1.0;
+  times_.collectives += 1.0;  // the exact allreduce (and with --zero 1 the all-gathers)
   return {loss_sum, n, batch.samples.size(), applied, times_};
 }
 
@@ -89,7 +90,9 @@ bool DataParallelStep::exact_sum_and_update(bool local_ok) {
   const double t1 = now_s();
   times_.comm_s = times_.exposed_s = t1 - t0;
   watchdog_.enter("optimizer", step_);
-  if (applied) {
+  if (applied && reducer_->options().zero) {
+    exact_update_shard();
+  } else if (applied) {
     optimizer_->begin_step();
     optimizer_->update(0, params.values(), params.grads(), learning_rate(step_));
     times_.optimizer_s = now_s() - t1;
@@ -97,6 +100,20 @@ bool DataParallelStep::exact_sum_and_update(bool local_ok) {
   faults_.after_update(comm_.rank(), step_, params.values());
   watchdog_.leave();
   return applied;
+}
+
+// --zero 1: every rank holds the same rounded total, so each updates only its shard of every
+// bucket (with its shard of the optimizer state) and the buckets' all-gathers bring the rest,
+// as the ZeRO-1 step with overlap off does (GradientReducer::update_summed). The update is
+// elementwise: the parameters are bitwise those of the unsharded exact step.
+void DataParallelStep::exact_update_shard() {
+  lr_ = learning_rate(step_);
+  counted_ = false;
+  reducer_->update_summed(update_hook_);  // update_piece adds the optimizer's time
+  const StepComm& gathers = reducer_->account();
+  times_.comm_s += gathers.comm_s;
+  times_.exposed_s += gathers.exposed_s;
+  times_.collectives += double(gathers.collectives);
 }
 
 }  // namespace ringtrain

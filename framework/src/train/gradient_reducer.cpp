@@ -106,20 +106,32 @@ bool GradientReducer::finish_blocking(const UpdatePiece& update) {
   const double first_s = plan_.size() > 0 ? rings_.at(0).start_s : agreement_.start_s();
   if (trace_) trace_->span(wait_name_, 0, first_s, agreement_.done_s());
   const bool ok = agreement_.applied();
-  if (ok && updates_per_bucket(options_, false)) {
-    for (std::size_t b = 0; b < plan_.size(); ++b) {
-      update_in_pieces(shard_.pieces()[b], std::numeric_limits<std::size_t>::max(), update);
-      if (!options_.zero) continue;
-      rings_.start_gather(b, params_);
-      rings_.wait(b);
-      if (trace_) trace_->span(wait_name_, 0, rings_.at(b).gather_start_s, rings_.at(b).done_s);
-    }
-  } else if (ok) {
+  if (ok && updates_per_bucket(options_, false))
+    update_each_bucket(update);
+  else if (ok)
     update(0, grads_.size(), 0);
-  }
   account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
   trace_rings();
   return ok;
+}
+
+// This rank's piece of each bucket, one bucket after another; with ZeRO-1 each bucket's
+// all-gather right after its update, blocking. The MPI lock is held.
+void GradientReducer::update_each_bucket(const UpdatePiece& update) {
+  for (std::size_t b = 0; b < plan_.size(); ++b) {
+    update_in_pieces(shard_.pieces()[b], std::numeric_limits<std::size_t>::max(), update);
+    if (!options_.zero) continue;
+    rings_.start_gather(b, params_);
+    rings_.wait(b);
+    if (trace_) trace_->span(wait_name_, 0, rings_.at(b).gather_start_s, rings_.at(b).done_s);
+  }
+}
+
+void GradientReducer::update_summed(const UpdatePiece& update) {
+  begin_step(false);
+  std::lock_guard lock(progress_.mpi_mutex());
+  update_each_bucket(update);
+  account_.exposed_s = account_.comm_s;  // the all-gathers block; nothing else runs
 }
 
 // Overlap on: the rings started during backward; poll them, agree, and update each summed

@@ -258,8 +258,7 @@ void check_exact(const TrainConfig& c, int world_size) {
           fmt::format("--reduction exact: --global-batch {} is {} micro-batches of {}; at most "
                       "{} (the exact accumulator's term limit): raise --exact-micro-batch",
                       c.global_batch, (c.global_batch + m - 1) / m, m, kExactMaxMicroBatches));
-  const char* unsupported = c.zero != 0                          ? "--zero 1"
-                            : c.wire != collectives::Wire::kFp32 ? "--wire bf16"
+  const char* unsupported = c.wire != collectives::Wire::kFp32 ? "--wire bf16"
                             : c.collective != CollectiveKind::kRing
                                 ? "--collective mpi or hierarchical"
                             : c.bucket_bytes != 0              ? "--bucket-bytes"
@@ -270,7 +269,7 @@ void check_exact(const TrainConfig& c, int world_size) {
   require(unsupported == nullptr,
           fmt::format("--reduction exact does not support {} yet: the exact step sums the whole "
                       "gradient in one exact allreduce after backward, with the BLAS on one "
-                      "thread, unsharded and in fp32; drop the option",
+                      "thread and in fp32; drop the option",
                       unsupported ? unsupported : ""));
 }
 

@@ -107,6 +107,7 @@ class DataParallelStep {
   double exact_micro_batches(std::size_t n, std::size_t global_samples);
   double exact_micro_batch(std::size_t first, std::size_t rows, std::size_t global_samples);
   bool exact_sum_and_update(bool local_ok);
+  void exact_update_shard();
 
   const collectives::Communicator& comm_;
   Sequential& model_;

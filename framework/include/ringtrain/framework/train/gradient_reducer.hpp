@@ -130,6 +130,12 @@ class GradientReducer {
   // rank's shard (the whole buffer unless zero) exactly once, and with zero the parameters
   // have been all-gathered. Collective.
   bool finish(bool local_ok, const UpdatePiece& update);
+  // For a gradient buffer already summed over ranks by other means, the same on every rank
+  // (the exact step, exact_step.hpp): update is called on pieces that cover this rank's shard
+  // exactly once, bucket by bucket, and with zero each bucket's parameters are all-gathered
+  // right after its update, as finish() does with overlap off. Starts its own step (the
+  // account then holds the all-gathers alone). Collective with zero, local otherwise.
+  void update_summed(const UpdatePiece& update);
   const StepComm& account() const { return account_; }
   // This rank's bf16 rounding residual (empty on an fp32 wire): checkpointed state.
   collectives::ErrorFeedback& feedback() { return rings_.feedback(); }
@@ -138,6 +144,7 @@ class GradientReducer {
  private:
   bool finish_blocking(const UpdatePiece& update);
   bool finish_overlapped(const UpdatePiece& update);
+  void update_each_bucket(const UpdatePiece& update);
   bool update_summed_buckets(std::unique_lock<std::mutex>& lock, const UpdatePiece& update,
                              double& poll_t0);
   void update_bucket(std::size_t b, const UpdatePiece& update);
