@@ -102,12 +102,17 @@ void own_block(Op op, int m, int n, int k, const float* a, const float* b, float
                {s.a_pack.data(), s.b_pack.data(), s.tile.data()});
 }
 
+// Threads a parallel loop may take now: OpenBLAS's count, as far as the pool has them.
+int pool_threads() {
+  return g_pool
+             ? std::min<int>(openblas_get_num_threads(), static_cast<int>(g_pool->participants()))
+             : 1;
+}
+
 // C = op(A, B) on the own kernels, its blocks on the rank's threads (part 0 on the caller).
 void own_gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
               bool accumulate) {
-  const int threads = g_pool ? std::min<int>(openblas_get_num_threads(),
-                                             static_cast<int>(g_pool->participants()))
-                             : 1;
+  const int threads = pool_threads();
   const Cut cut = cut_of(op, m, n, threads);
   const int parts = parts_of(cut, m, n, k, threads);
   if (parts == 1) {
@@ -152,6 +157,22 @@ void set_threads(int threads) {
 }
 int threads() {
   return openblas_get_num_threads();
+}
+
+void parallel_ranges(std::size_t n, std::size_t min_per_part, RangeFn fn, void* context) {
+  constexpr std::size_t kLine = 16;  // floats per 64-byte cache line
+  const auto budget = static_cast<std::size_t>(pool_threads());
+  const std::size_t parts =
+      std::max<std::size_t>(1, std::min(budget, n / std::max<std::size_t>(1, min_per_part)));
+  if (parts == 1) {
+    fn(context, 0, n);
+    return;
+  }
+  auto begin_of = [&](std::size_t part) {
+    return part == parts ? n : part * n / parts / kLine * kLine;
+  };
+  auto body = [&](std::size_t part) { fn(context, begin_of(part), begin_of(part + 1)); };
+  g_pool->run(parts, body);
 }
 
 ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()) {
@@ -248,8 +269,7 @@ std::string kernels_warning() {
   const std::string t = std::to_string(threads());
   std::string faster = t + " times as many ranks with --blas-threads 1 on the same cores";
   if (own_kernels_supported()) faster = "--gemm own, or " + faster;
-  return "warning: OpenBLAS on " + t +
-         " threads per rank was measured slower here than " + faster +
+  return "warning: OpenBLAS on " + t + " threads per rank was measured slower here than " + faster +
          " (bench/README-gemm.md, \"Threads\")";
 }
 

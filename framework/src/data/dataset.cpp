@@ -13,6 +13,7 @@
 #include <string>
 #include <system_error>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/data/idx.hpp"
 #include "ringtrain/framework/error.hpp"
 
@@ -148,29 +149,34 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
                     k, k * per_sample, dataset.regression() ? k * width : k,
                     dataset.regression() ? "target floats" : "labels", images_out.size(),
                     dataset.regression() ? targets_out.size() : labels_out.size()));
-  // The samples are scattered over the dataset: ask for all their cache lines first, so the
-  // misses overlap instead of waiting one image at a time.
-  const std::size_t sample_bytes =
-      per_sample * (dataset.mapped.present() ? item_bytes(dataset.mapped.dtype) : sizeof(float));
   for (std::size_t i = 0; i < k; ++i)
-    if (indices[i] < dataset.size())
-      for (std::size_t b = 0; b < sample_bytes; b += 64)
-        __builtin_prefetch(sample_address(dataset, indices[i]) + b);
-  for (std::size_t i = 0; i < k; ++i) {
-    const std::uint64_t s = indices[i];
-    if (s >= dataset.size())
+    if (indices[i] >= dataset.size())
       throw Error(
           fmt::format("gather_batch: sample index {} at position {} is out of range for "
                       "a dataset of {} samples",
-                      s, i, dataset.size()));
-    // sample s occupies items [s * per_sample, (s + 1) * per_sample) of the samples
-    copy_sample(dataset, s, images_out.subspan(i * per_sample, per_sample));
-    if (dataset.regression())  // targets s: [s * width, (s + 1) * width)
-      std::copy_n(dataset.targets.begin() + std::ptrdiff_t(s * width), width,
-                  targets_out.begin() + std::ptrdiff_t(i * width));
-    else
-      labels_out[i] = dataset.labels[s];
-  }
+                      indices[i], i, dataset.size()));
+  const std::size_t sample_bytes =
+      per_sample * (dataset.mapped.present() ? item_bytes(dataset.mapped.dtype) : sizeof(float));
+  // Positions [begin, end) of the batch; the ranges run on the rank's threads.
+  auto gather_range = [&](std::size_t begin, std::size_t end) {
+    // The samples are scattered over the dataset: ask for all their cache lines first, so
+    // the misses overlap instead of waiting one image at a time.
+    for (std::size_t i = begin; i < end; ++i)
+      for (std::size_t b = 0; b < sample_bytes; b += 64)
+        __builtin_prefetch(sample_address(dataset, indices[i]) + b);
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint64_t s = indices[i];
+      // sample s occupies items [s * per_sample, (s + 1) * per_sample) of the samples
+      copy_sample(dataset, s, images_out.subspan(i * per_sample, per_sample));
+      if (dataset.regression())  // targets s: [s * width, (s + 1) * width)
+        std::copy_n(dataset.targets.begin() + std::ptrdiff_t(s * width), width,
+                    targets_out.begin() + std::ptrdiff_t(i * width));
+      else
+        labels_out[i] = dataset.labels[s];
+    }
+  };
+  constexpr std::size_t kMinSamplesPerThread = 32;
+  blas::parallel_ranges(k, kMinSamplesPerThread, gather_range);
 }
 
 }  // namespace ringtrain::data

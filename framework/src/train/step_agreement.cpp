@@ -1,24 +1,42 @@
 // The agreement on skipping a step with a non-finite gradient (see step_agreement.hpp).
 #include "ringtrain/framework/train/step_agreement.hpp"
 
+#include <atomic>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
 
+namespace {
+
 // !(|v| <= FLT_MAX) is true for NaN and for ±inf; eight accumulators let the loop vectorise.
-bool all_finite(std::span<const float> values) {
+bool range_finite(const float* values, std::size_t n) {
   int bad[8] = {};
   std::size_t i = 0;
-  for (; i + 8 <= values.size(); i += 8)
+  for (; i + 8 <= n; i += 8)
     for (int k = 0; k < 8; ++k) bad[k] |= !(std::fabs(values[i + std::size_t(k)]) <= FLT_MAX);
-  for (; i < values.size(); ++i) bad[0] |= !(std::fabs(values[i]) <= FLT_MAX);
+  for (; i < n; ++i) bad[0] |= !(std::fabs(values[i]) <= FLT_MAX);
   int any = 0;
   for (int b : bad) any |= b;
   return any == 0;
+}
+
+}  // namespace
+
+// The ranges on the rank's threads, each reporting a non-finite value through one flag.
+bool all_finite(std::span<const float> values) {
+  constexpr std::size_t kMinPerThread = 64 * 1024;
+  std::atomic<bool> bad{false};
+  auto check = [&](std::size_t begin, std::size_t end) {
+    if (!range_finite(values.data() + begin, end - begin))
+      bad.store(true, std::memory_order_relaxed);
+  };
+  blas::parallel_ranges(values.size(), kMinPerThread, check);
+  return !bad.load(std::memory_order_relaxed);
 }
 
 void StepAgreement::note_local(bool local_ok, std::span<const float> grads) {

@@ -5,6 +5,7 @@
 // and leading dimensions equal to the row lengths of the matrices as stored.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <string>
 
@@ -49,6 +50,24 @@ bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k);
 // process's life).
 void set_threads(int threads);
 int threads();
+
+// Elementwise loops on the same threads: body(begin, end) over [0, n) cut into contiguous
+// ranges, at most threads() of them and none shorter than min_per_part elements (waking a
+// thread costs microseconds), each beginning on a 64-byte line (of floats); the first range
+// runs on the caller, and the call returns when all have ended. Only for loops whose every
+// element is computed on its own, so that the cut changes no bit; not from inside a part of
+// another parallel loop (the pool is not reentrant).
+using RangeFn = void (*)(void* context, std::size_t begin, std::size_t end);
+void parallel_ranges(std::size_t n, std::size_t min_per_part, RangeFn fn, void* context);
+template <typename Body>
+void parallel_ranges(std::size_t n, std::size_t min_per_part, Body& body) {
+  parallel_ranges(
+      n, min_per_part,
+      [](void* context, std::size_t begin, std::size_t end) {
+        (*static_cast<Body*>(context))(begin, end);
+      },
+      &body);
+}
 
 // Sets OpenBLAS's thread count for the lifetime of the guard and restores the previous count
 // after. A layer that runs its own threads (one per part of the batch) holds

@@ -1,10 +1,12 @@
 // Dataset: a whole split (train or test) as samples and labels, and the per-step gather.
 //
-// Loaded once at start-up by every rank (each rank holds the full split: 60000 x 784 floats
-// = 188 MB for Fashion-MNIST train). In each training step the sampler picks sample indices
-// and gather_batch copies those samples into the step's input buffers, allocating nothing.
-// The samples are either floats in memory (`images`) or stay in a memory-mapped file
-// (`mapped`, user datasets: float32 copied as is, uint8 divided by 255 as they are gathered).
+// Loaded once at start-up by every rank (each rank holds the full split: for Fashion-MNIST
+// train the 60000 x 784 pixel bytes, 47 MB). In each training step the sampler picks sample
+// indices and gather_batch copies those samples into the step's input buffers, allocating
+// nothing, on the rank's threads.
+// The samples are either floats in memory (`images`) or stay as stored (`mapped`: the IDX
+// pixel bytes held in memory, a user dataset's file mapped; float32 is copied as is, uint8
+// divided by 255 as it is gathered).
 //
 //   images:  (n, sample_shape...) float, e.g. (n, 1, rows, cols) in [0, 1], pixel byte / 255
 //   labels:  (n) class index in [0, num_classes)       classification; empty for regression

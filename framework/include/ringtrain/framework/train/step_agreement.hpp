@@ -28,7 +28,7 @@
 
 namespace ringtrain {
 
-// True iff no value is NaN or ±inf.
+// True iff no value is NaN or ±inf; the check runs on the rank's threads (blas::parallel_ranges).
 bool all_finite(std::span<const float> values);
 
 class StepAgreement {
