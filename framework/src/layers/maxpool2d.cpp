@@ -1,4 +1,5 @@
-// MaxPool2d: window maxima with remembered winners, and the scatter of dy back to them.
+// MaxPool2d: window maxima with remembered winners, and the scatter of dy back to them; plane
+// by plane (sample, channel), the planes on the rank's threads (blas::parallel_ranges).
 #include "ringtrain/framework/layers/maxpool2d.hpp"
 
 #include <emmintrin.h>
@@ -7,10 +8,14 @@
 #include <cmath>
 #include <limits>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain {
 namespace {
+
+// Planes per thread below which the loops stay on one thread (a cnn plane is 784 floats).
+constexpr std::size_t kMinPlanesPerThread = 32;
 
 // PyTorch's rule for one step of the scan: a larger value or a NaN takes over. Written as
 // selects, not a branch: on real activations the comparison is a coin flip for the
@@ -160,26 +165,30 @@ void MaxPool2d::forward(std::span<const float> x, std::span<float> y, std::size_
     throw Error("MaxPool2d::forward: batch of " + std::to_string(n) +
                 " rows exceeds the planned maximum");
   const std::size_t plane_in = h_ * w_, plane_out = ho_ * wo_;
-  for (std::size_t plane = 0; plane < n * c_; ++plane) {  // plane = (i, c)
-    const float* xp = x.data() + plane * plane_in;
-    float* yp = y.data() + plane * plane_out;
-    std::uint32_t* ap = argmax_.data() + plane * plane_out;
-    if (k_ == 2 && stride_ == 2) {
-      pool_2x2(xp, yp, ap, w_, ho_, wo_);
-      continue;
-    }
-    for (std::size_t oh = 0; oh < ho_; ++oh) {
-      for (std::size_t ow = 0; ow < wo_; ++ow) {
-        std::uint32_t best = std::uint32_t(oh * stride_ * w_ + ow * stride_);
-        float best_value = xp[best];
-        for (std::size_t ki = 0; ki < k_; ++ki) {
-          const std::size_t row = (oh * stride_ + ki) * w_ + ow * stride_;
-          for (std::size_t kj = 0; kj < k_; ++kj)
-            scan(xp[row + kj], std::uint32_t(row + kj), best_value, best);
-        }
-        yp[oh * wo_ + ow] = best_value;
-        ap[oh * wo_ + ow] = best;
+  auto pool_planes = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t plane = begin; plane < end; ++plane)  // plane = (i, c)
+      pool_plane(x.data() + plane * plane_in, y.data() + plane * plane_out,
+                 argmax_.data() + plane * plane_out);
+  };
+  blas::parallel_ranges(n * c_, kMinPlanesPerThread, pool_planes);
+}
+
+void MaxPool2d::pool_plane(const float* xp, float* yp, std::uint32_t* ap) const {
+  if (k_ == 2 && stride_ == 2) {
+    pool_2x2(xp, yp, ap, w_, ho_, wo_);
+    return;
+  }
+  for (std::size_t oh = 0; oh < ho_; ++oh) {
+    for (std::size_t ow = 0; ow < wo_; ++ow) {
+      std::uint32_t best = std::uint32_t(oh * stride_ * w_ + ow * stride_);
+      float best_value = xp[best];
+      for (std::size_t ki = 0; ki < k_; ++ki) {
+        const std::size_t row = (oh * stride_ + ki) * w_ + ow * stride_;
+        for (std::size_t kj = 0; kj < k_; ++kj)
+          scan(xp[row + kj], std::uint32_t(row + kj), best_value, best);
       }
+      yp[oh * wo_ + ow] = best_value;
+      ap[oh * wo_ + ow] = best;
     }
   }
 }
@@ -189,20 +198,22 @@ void MaxPool2d::backward(std::span<const float> /*x*/, std::span<const float> /*
                          const StepContext& /*ctx*/) {
   if (dx.empty()) return;
   const std::size_t plane_in = h_ * w_, plane_out = ho_ * wo_;
+  auto unpool_planes = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t plane = begin; plane < end; ++plane)
+      unpool_plane(dy.data() + plane * plane_out, argmax_.data() + plane * plane_out,
+                   dx.data() + plane * plane_in);
+  };
+  blas::parallel_ranges(n * c_, kMinPlanesPerThread, unpool_planes);
+}
+
+void MaxPool2d::unpool_plane(const float* dyp, const std::uint32_t* ap, float* dxp) const {
   if (k_ == 2 && stride_ == 2) {
-    for (std::size_t plane = 0; plane < n * c_; ++plane)
-      unpool_2x2(dy.data() + plane * plane_out, argmax_.data() + plane * plane_out,
-                 dx.data() + plane * plane_in, h_, w_, ho_, wo_);
+    unpool_2x2(dyp, ap, dxp, h_, w_, ho_, wo_);
     return;
   }
-  std::fill(dx.begin(), dx.begin() + std::ptrdiff_t(n * c_ * plane_in), 0.0f);
-  for (std::size_t plane = 0; plane < n * c_; ++plane) {
-    float* dxp = dx.data() + plane * plane_in;
-    const float* dyp = dy.data() + plane * plane_out;
-    const std::uint32_t* ap = argmax_.data() + plane * plane_out;
-    // dx[argmax] += dy
-    for (std::size_t q = 0; q < plane_out; ++q) dxp[ap[q]] += dyp[q];
-  }
+  std::fill_n(dxp, h_ * w_, 0.0f);
+  // dx[argmax] += dy (windows may overlap when the stride is below the kernel)
+  for (std::size_t q = 0; q < ho_ * wo_; ++q) dxp[ap[q]] += dyp[q];
 }
 
 }  // namespace ringtrain

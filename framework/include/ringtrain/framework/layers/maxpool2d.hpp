@@ -31,6 +31,10 @@ class MaxPool2d final : public Layer {
                 std::span<float> dx, std::size_t n, const StepContext& ctx) override;
 
  private:
+  // One plane (H, W) -> (Ho, Wo) with its winners; and the plane's dx from dy and winners.
+  void pool_plane(const float* xp, float* yp, std::uint32_t* ap) const;
+  void unpool_plane(const float* dyp, const std::uint32_t* ap, float* dxp) const;
+
   std::size_t k_, stride_;
   std::size_t c_ = 0, h_ = 0, w_ = 0, ho_ = 0, wo_ = 0;
   std::vector<std::uint32_t> argmax_;  // (max_batch, C, Ho, Wo): index into the sample's plane
