@@ -315,6 +315,23 @@ void ExactSum::to_float(std::span<float> out) const {
   round_range(0, words.first(elements_), words.subspan(elements_, elements_), out);
 }
 
+void ExactSum::to_double(std::span<double> out) const {
+  if (out.size() != elements_)
+    throw ExactSumError("exact sum: " + std::to_string(out.size()) + " outputs for " +
+                        std::to_string(elements_) + " elements");
+  const std::int64_t* hi = words_.data();
+  const std::int64_t* lo = words_.data() + elements_;
+  for (std::size_t b = 0; b < tops_.size(); ++b) {
+    const double lo_scale = std::ldexp(1.0, grid(b));
+    const double hi_scale = std::ldexp(1.0, grid(b) + kBinBits);
+    for (std::size_t i = begin_[b]; i < begin_[b + 1]; ++i)  // two exact doubles, one rounding
+      out[i] = word_to_double(hi[i]) * hi_scale + word_to_double(lo[i]) * lo_scale;
+  }
+  if (!any_non_finite_) return;
+  for (std::size_t i = 0; i < elements_; ++i)
+    if (flags_[i] != 0) out[i] = double(non_finite_result(flags_[i]));
+}
+
 void ExactSum::round_range(std::size_t first, std::span<const std::int64_t> hi,
                            std::span<const std::int64_t> lo, std::span<float> out) const {
   const std::size_t last = first + out.size();

@@ -252,6 +252,35 @@ TEST_CASE("exact sum: the words are rounded to float32 once, not through a doubl
   REQUIRE_ALL_RANKS(facts);
 }
 
+TEST_CASE("exact sum: to_double rounds the words once to a double, non-finite as to_float") {
+  // 1 + 2^-30 + 2^-30 = 1 + 2^-29 is a double but not a float32: to_double keeps it. Then
+  // 2^60 + 2^7 + 2^1 (grid 2^0): the words hold it exactly, the nearest double is 2^60 + 2^8
+  // (2^60 + 2^7 alone is a tie, which would round to even, 2^60): the tail counts.
+  Facts facts;
+  ExactSum small(1), tail(1), flagged(2);
+  for (int e : {-30, 0, -30}) {
+    const double x = std::ldexp(1.0, e);
+    small.add(std::span(&x, 1));
+  }
+  for (int e : {7, 1, 60}) {
+    const double x = std::ldexp(1.0, e);
+    tail.add(std::span(&x, 1));
+  }
+  const std::vector<double> poison{std::numeric_limits<double>::quiet_NaN(), 2.5};
+  flagged.add(poison);
+  double out = 0;
+  small.to_double(std::span(&out, 1));
+  facts.check(out == 1.0 + std::ldexp(1.0, -29), "1 + 2^-30 + 2^-30 lost its tail");
+  tail.to_double(std::span(&out, 1));
+  facts.check(out == std::ldexp(1.0, 60) + std::ldexp(1.0, 8), "2^60 + 2^7 + 2 misrounded");
+  std::vector<double> two(2);
+  flagged.to_double(two);
+  facts.check(std::isnan(two[0]) && two[1] == 2.5, "NaN element or its neighbour wrong");
+  facts.check(throws_as<ExactSumError>([&] { flagged.to_double(std::span(&out, 1)); }),
+              "a wrong output length was accepted");
+  REQUIRE_ALL_RANKS(facts);
+}
+
 TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do not") {
   Facts facts;
   const std::size_t T = 64;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "ringtrain/collectives/exact_sum.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
@@ -15,7 +16,7 @@ namespace {
 
 namespace coll = collectives;
 
-// SyncBatchNorm's cross-rank sum: one small allreduce of doubles. It runs during backward,
+// SyncBatchNorm's cross-rank sum: one small allreduce of doubles (or of an exact sum's words). It runs during backward,
 // while gradient rings may be in flight, so it holds the reducer's MPI lock.
 class CommSum final : public CrossRankSum {
  public:
@@ -23,6 +24,10 @@ class CommSum final : public CrossRankSum {
   void sum(std::span<double> values) const override {
     std::lock_guard lock(mutex_);
     coll::allreduce_sum(comm_, values);
+  }
+  void sum_exact(coll::ExactSum& sum) const override {
+    std::lock_guard lock(mutex_);
+    coll::allreduce_exact(comm_, sum);
   }
 
  private:

@@ -121,6 +121,10 @@ class ExactSum {
   void merge(const ExactSum& other);
   // out[i] <- the sum of element i, rounded to float32 once (out.size() == size()).
   void to_float(std::span<float> out) const;
+  // out[i] <- the sum of element i as a double: hi·2^(g+40) + lo·2^g rounded once (both
+  // parts are exact doubles), so a function of the words alone (BatchNorm's statistics,
+  // which are kept in double). Non-finite elements as in to_float. out.size() == size().
+  void to_double(std::span<double> out) const;
   // out[j] <- the sum of element first + j whose words are hi[j], lo[j] (words summed
   // elsewhere, e.g. a rank's chunk after a reduce-scatter), with this sum's windows and flags.
   void round_range(std::size_t first, std::span<const std::int64_t> hi,

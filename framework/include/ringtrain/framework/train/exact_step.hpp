@@ -40,8 +40,32 @@
 // thread). A micro-batch is one forward/backward call of n = m rows (or fewer, for the last
 // micro-batch of a short batch, which lies on one rank whatever the split), so its conv
 // gradient depends only on its samples and n, for any m: groups start at the call's parts,
-// never at another micro-batch's samples. check_exact_layers refuses the others (BatchNorm's
-// statistics are not split-independent yet, bench/README-exact.md).
+// never at another micro-batch's samples. check_exact_layers refuses the others (BatchNorm:
+// the step below is designed, not written; bench/README-exact.md, "BatchNorm: design").
+//
+// BatchNorm / SyncBN (design; the layer's part is written: layers/batchnorm.hpp, "Exact").
+// A per-micro-batch loop cannot hold BatchNorm with the one-process meaning: no sample can be
+// normalised before the statistics of all B samples (every micro-batch of every rank) are
+// known, and no dx before Σdy, Σdy·x̂ of all of them. So the step changes shape:
+//   a. one call     forward and backward run ONCE on the rank's whole local batch, with
+//                   ctx.exact_micro_batch = m; the layers whose results depend on the batch
+//                   work per micro-batch inside the call, on rows [j·m, (j+1)·m) of it.
+//   b. products     Linear and Conv2d run each product per chunk of m rows: the same calls,
+//                   shapes and thread count as today's per-micro-batch loop, so the same bits
+//                   (the mlp/cnn tests keep passing unchanged). Their dW, db of chunk j go
+//                   into their tensor's block of this accumulator (a per-block add: ExactSum
+//                   adds to every element today) instead of the gradient buffer.
+//   c. BatchNorm    per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂
+//                   (backward), in double, each one term of a small accumulator inside the
+//                   layer, summed over ranks by ctx.cross_rank->sum_exact (allreduce_exact:
+//                   three small collectives per layer per step) and rounded to double once;
+//                   μ, σ², y, dx and the running statistics follow from the totals, the same
+//                   bits for any split. dγ, dβ are then the global totals on every rank: the
+//                   accumulator skips their blocks (to_float leaves them), not summing twice.
+//   d. loss         per micro-batch of the logits' rows, in sample order, as today.
+// Nothing else changes: one allreduce_exact of the gradient, one rounding, the optimizer.
+// --sync-bn off (each rank normalising by its own rows) depends on the split by definition:
+// refused with --reduction exact; at N = 1 the layer's sums are the batch's (no cross_rank).
 #pragma once
 
 #include <cstddef>
