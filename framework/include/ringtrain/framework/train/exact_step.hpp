@@ -53,8 +53,8 @@
 //   b. products     Linear and Conv2d run each product per chunk of m rows: the same calls,
 //                   shapes and thread count as today's per-micro-batch loop, so the same bits
 //                   (the mlp/cnn tests keep passing unchanged). Their dW, db of chunk j go
-//                   into their tensor's block of this accumulator (a per-block add: ExactSum
-//                   adds to every element today) instead of the gradient buffer.
+//                   into their tensor's block of this accumulator (ExactSum::add_block)
+//                   instead of the gradient buffer.
 //   c. BatchNorm    per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂
 //                   (backward), in double, each one term of a small accumulator inside the
 //                   layer, summed over ranks by ctx.cross_rank->sum_exact (allreduce_exact:
