@@ -291,9 +291,9 @@ void ExactSum::add_block(std::size_t block, std::span<const float> terms) {
   if (block >= tops_.size() || terms.size() != block_size(block))
     throw ExactSumError("exact sum: " + std::to_string(terms.size()) + " terms for block " +
                         std::to_string(block) + " of " + std::to_string(tops_.size()) +
-                        (block < tops_.size() ? " (" + std::to_string(block_size(block)) +
-                                                    " elements)"
-                                              : std::string()));
+                        (block < tops_.size()
+                             ? " (" + std::to_string(block_size(block)) + " elements)"
+                             : std::string()));
   if (block_terms_[block] >= kMaxTerms) throw ExactSumError(terms_text(block_terms_[block], 1));
   bool non_finite = false;
   const int top = scan_block(block, terms, non_finite);

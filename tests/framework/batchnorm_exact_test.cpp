@@ -49,8 +49,8 @@ struct Outputs {
 // Two training passes (forward, backward) of a fresh BatchNorm on rows [first, first + n) of
 // x1/dy1, then of x2/dy2; returns the second pass's outputs and the running statistics.
 Outputs two_passes(const Shape& shape, const std::vector<float>& x1, const std::vector<float>& x2,
-                   const std::vector<float>& dy1, const std::vector<float>& dy2,
-                   std::size_t first, std::size_t n, std::size_t m, const CrossRankSum* cross) {
+                   const std::vector<float>& dy1, const std::vector<float>& dy2, std::size_t first,
+                   std::size_t n, std::size_t m, const CrossRankSum* cross) {
   std::mt19937 params_rng(5);  // the same γ, β on every rank and in the reference
   BatchNorm layer(shape[0]);
   LayerRig rig(layer, shape, std::max<std::size_t>(n, 1), params_rng);
@@ -149,8 +149,8 @@ std::vector<float> channel_inputs(const Shape& shape, std::size_t B, std::mt1993
 // channel's values alternate between a large dy (±2^16 scale) that row i + B/2 negates and a
 // small one (2^-24 scale) of its own. The totals are the small parts, far below the large
 // terms, so the double sums' grouping shows in dx (the double path's backward is checked).
-void cancelling_inputs(const Shape& shape, std::size_t B, std::mt19937& rng,
-                       std::vector<float>& x, std::vector<float>& dy) {
+void cancelling_inputs(const Shape& shape, std::size_t B, std::mt19937& rng, std::vector<float>& x,
+                       std::vector<float>& dy) {
   const std::size_t row = num_elements(shape), half = B / 2;
   x = channel_inputs(shape, B, rng);
   dy = random_normal(B * row, rng);
@@ -185,7 +185,7 @@ TEST_CASE("BatchNorm exact statistics: any split over N ranks gives one process'
   const Case cases[] = {{{3, 2, 2}, 22, 3, false}, {{5}, 32, 4, false}, {{2, 2}, 24, 4, true}};
   Facts facts;
   bool forward_differs = false, backward_differs = false;  // the double path, some split
-  std::mt19937 rng(2026);  // the same data on every rank
+  std::mt19937 rng(2026);                                  // the same data on every rank
   for (const Case& cs : cases) {
     const std::size_t row = num_elements(cs.shape), K = (cs.B + cs.m - 1) / cs.m;
     const std::vector<float> x1 = channel_inputs(cs.shape, cs.B, rng);
@@ -203,7 +203,8 @@ TEST_CASE("BatchNorm exact statistics: any split over N ranks gives one process'
     const auto near = [&](const std::vector<float>& a, const std::vector<float>& b,
                           const std::string& what, double tolerance) {
       facts.check(relative_diff(a, b) < tolerance,
-                  shape + ": exact " + what + " not within tolerance of the double path, relative " +
+                  shape + ": exact " + what +
+                      " not within tolerance of the double path, relative " +
                       std::to_string(relative_diff(a, b)));
     };
     near(one.y, plain.y, "y", 1e-5);
@@ -223,15 +224,16 @@ TEST_CASE("BatchNorm exact statistics: any split over N ranks gives one process'
       };
       facts.check(same_bits(part.y, rows(one.y)), where + ": y differs from one process");
       facts.check(same_bits(part.dx, rows(one.dx)), where + ": dx differs from one process");
-      facts.check(same_bits(part.grad_weight, one.grad_weight) &&
-                      same_bits(part.grad_bias, one.grad_bias),
-                  where + ": dγ or dβ differs from one process");
+      facts.check(
+          same_bits(part.grad_weight, one.grad_weight) && same_bits(part.grad_bias, one.grad_bias),
+          where + ": dγ or dβ differs from one process");
       facts.check(same_bits(part.running_mean, one.running_mean) &&
                       same_bits(part.running_var, one.running_var),
                   where + ": running statistics differ from one process");
 
       // The double SyncBN path, same split, against the one-process double path.
-      const Outputs sync = two_passes(cs.shape, x1, x2, dy1, dy2, mine.first, mine.n, 0, &world_sum);
+      const Outputs sync =
+          two_passes(cs.shape, x1, x2, dy1, dy2, mine.first, mine.n, 0, &world_sum);
       if (!same_bits(sync.y, rows(plain.y)) || !same_bits(sync.running_var, plain.running_var))
         forward_differs = true;
       if (!same_bits(sync.dx, rows(plain.dx))) backward_differs = true;
@@ -245,7 +247,8 @@ TEST_CASE("BatchNorm exact statistics: any split over N ranks gives one process'
   REQUIRE_ALL_RANKS(facts);
 }
 
-TEST_CASE("BatchNorm exact statistics: a rank without rows still takes part", "[batchnorm][exact]") {
+TEST_CASE("BatchNorm exact statistics: a rank without rows still takes part",
+          "[batchnorm][exact]") {
   // Every rank but the last holds nothing: the last one's statistics are the whole batch's.
   const collectives::Communicator world(MPI_COMM_WORLD);
   const WorldSum world_sum(world);
@@ -260,8 +263,8 @@ TEST_CASE("BatchNorm exact statistics: a rank without rows still takes part", "[
   Facts facts;
   facts.check(part.y.size() == (last ? one.y.size() : 0), "wrong output size");
   if (last) facts.check(same_bits(part.y, one.y) && same_bits(part.dx, one.dx), "y or dx differ");
-  facts.check(same_bits(part.running_var, one.running_var) &&
-                  same_bits(part.grad_weight, one.grad_weight),
-              "running_var or dγ on this rank differ from the whole batch's");
+  facts.check(
+      same_bits(part.running_var, one.running_var) && same_bits(part.grad_weight, one.grad_weight),
+      "running_var or dγ on this rank differ from the whole batch's");
   REQUIRE_ALL_RANKS(facts);
 }

@@ -167,8 +167,8 @@ void BatchNorm::channel_sums(std::span<const float> x, std::size_t first, std::s
 // Per channel, over rows [first, first + rows): sum_dy[c] += Σdy, sum_dy_xhat[c] += Σdy·x̂,
 // x̂ from the batch statistics (training) or the running ones.
 void BatchNorm::gradient_sums(std::span<const float> x, std::span<const float> dy,
-                              std::size_t first, std::size_t rows, bool training,
-                              double* sum_dy, double* sum_dy_xhat) const {
+                              std::size_t first, std::size_t rows, bool training, double* sum_dy,
+                              double* sum_dy_xhat) const {
   const std::size_t s = spatial_;
   for (std::size_t i = first; i < first + rows; ++i)
     for (std::size_t c = 0; c < c_; ++c) {

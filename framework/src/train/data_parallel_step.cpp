@@ -16,8 +16,8 @@ namespace {
 
 namespace coll = collectives;
 
-// SyncBatchNorm's cross-rank sum: one small allreduce of doubles (or of an exact sum's words). It runs during backward,
-// while gradient rings may be in flight, so it holds the reducer's MPI lock.
+// SyncBatchNorm's cross-rank sum: one small allreduce of doubles (or of an exact sum's words). It
+// runs during backward, while gradient rings may be in flight, so it holds the reducer's MPI lock.
 class CommSum final : public CrossRankSum {
  public:
   CommSum(const coll::Communicator& comm, std::mutex& mpi_mutex) : comm_(comm), mutex_(mpi_mutex) {}

@@ -159,10 +159,10 @@ class ExactSum {
   int grid(std::size_t block) const { return kBinOffset + kBinBits * (tops_[block] - 1); }
 
   std::size_t elements_ = 0;
-  std::vector<std::size_t> begin_;   // (blocks + 1): first element of each block, then M
-  std::vector<int> tops_;            // (blocks): each block's window
-  std::vector<std::int64_t> words_;  // (2·M + 1): hi bins, lo bins, term count
-  std::vector<std::uint8_t> flags_;  // (M): kSaw* of non-finite terms
+  std::vector<std::size_t> begin_;         // (blocks + 1): first element of each block, then M
+  std::vector<int> tops_;                  // (blocks): each block's window
+  std::vector<std::int64_t> words_;        // (2·M + 1): hi bins, lo bins, term count
+  std::vector<std::uint8_t> flags_;        // (M): kSaw* of non-finite terms
   std::vector<std::int64_t> block_terms_;  // (blocks): terms added here (add, add_block, merge)
   bool any_non_finite_ = false;
 };

@@ -84,13 +84,13 @@ class BatchNorm final : public Layer {
 
   std::size_t c_;
   double eps_, momentum_;
-  std::size_t spatial_ = 0;    // values per channel per sample: H·W (1 for (n, C))
-  double count_ = 0.0;         // M of the last training forward (all ranks if cross-rank)
-  std::vector<float> mean_;    // (C) μ of the last training forward
-  std::vector<float> invstd_;  // (C) 1 / sqrt(σ² + eps) of the last training forward
-  std::vector<double> stats_;  // (1 + 2C) the packed cross-rank buffer
-  std::vector<double> terms_;  // (1 + 2C) one micro-batch's statistics (exact mode)
-  collectives::ExactSum exact_forward_;   // [count, Σx (C)], one block each
+  std::size_t spatial_ = 0;              // values per channel per sample: H·W (1 for (n, C))
+  double count_ = 0.0;                   // M of the last training forward (all ranks if cross-rank)
+  std::vector<float> mean_;              // (C) μ of the last training forward
+  std::vector<float> invstd_;            // (C) 1 / sqrt(σ² + eps) of the last training forward
+  std::vector<double> stats_;            // (1 + 2C) the packed cross-rank buffer
+  std::vector<double> terms_;            // (1 + 2C) one micro-batch's statistics (exact mode)
+  collectives::ExactSum exact_forward_;  // [count, Σx (C)], one block each
   collectives::ExactSum exact_centered_;  // [Σ(x − μ)² (C)], one block each
   collectives::ExactSum exact_backward_;  // [Σdy (C), Σdy·x̂ (C)], one block each
   std::span<float> weight_, bias_, grad_weight_, grad_bias_, running_mean_, running_var_;
