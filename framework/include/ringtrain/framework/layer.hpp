@@ -63,6 +63,16 @@ class CrossRankSum {
   }
 };
 
+// Where a layer puts its parameter gradients per micro-batch with --reduction exact
+// (train/exact_step.hpp): add(gradient) adds the current contents of `gradient`, one of the
+// layer's gradient views from bind(), as one term of that tensor's block of the step's exact
+// sum. The view's place in the model's gradient buffer names the tensor.
+class ExactGradientSink {
+ public:
+  virtual ~ExactGradientSink() = default;
+  virtual void add(std::span<const float> gradient) const = 0;
+};
+
 // What a layer may need to know about the step besides its input.
 struct StepContext {
   bool training = true;
@@ -74,6 +84,10 @@ struct StepContext {
   // batch (BatchNorm) sum its statistics per micro-batch of this many rows, aligned to the
   // rank's first row, in exact accumulators (cross_rank->sum_exact). 0: the float/double path.
   std::size_t exact_micro_batch = 0;
+  // With exact_micro_batch: layers whose parameter gradient is a sum over rows (Linear) run
+  // their products per micro-batch and hand each micro-batch's gradient to this sink, which
+  // then holds the call's gradient (the layer's views hold the last micro-batch's only).
+  const ExactGradientSink* exact_gradient = nullptr;
   // Called by a layer between pieces of long work in backward (a convolution between
   // samples, a linear layer between its two products) so that gradient rings in flight
   // advance (gradient_reducer.hpp). Null: nobody listens. It never touches the layer's data;

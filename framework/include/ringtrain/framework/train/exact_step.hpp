@@ -54,7 +54,10 @@
 //                   shapes and thread count as today's per-micro-batch loop, so the same bits
 //                   (the mlp/cnn tests keep passing unchanged). Their dW, db of chunk j go
 //                   into their tensor's block of this accumulator (ExactSum::add_block)
-//                   instead of the gradient buffer.
+//                   through ctx.exact_gradient (layer.hpp: ExactGradientSink; ExactGradient
+//                   would implement it, a view's offset in the gradient buffer naming the
+//                   block). Written for Linear (layers/linear.hpp, "Exact"), not yet for
+//                   Conv2d.
 //   c. BatchNorm    per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂
 //                   (backward), in double, each one term of a small accumulator inside the
 //                   layer, summed over ranks by ctx.cross_rank->sum_exact (allreduce_exact:
