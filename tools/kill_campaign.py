@@ -244,8 +244,8 @@ def main(argv):
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--max-restarts", type=int, default=4)
     p.add_argument("--timeout-per-attempt", type=float, default=120.0)
-    p.add_argument("--checkpoint-async", choices=("on", "off"), default="off",
-                   help="write periodic saves in the background (ringtrain's flag)")
+    p.add_argument("--checkpoint-async", choices=("on", "off"), default="on",
+                   help="write periodic saves in the background (ringtrain's flag and default)")
     o = p.parse_args(argv)
     if o.trials < 1 or o.ranks < 1:
         p.error("--trials and --ranks must be >= 1")

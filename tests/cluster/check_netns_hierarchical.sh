@@ -20,7 +20,7 @@ set -u
 cluster=$1 ringtrain=$2
 # shellcheck source=/dev/null  # netns_setup.sh beside this script, checked on its own
 source "$(dirname "$0")/netns_setup.sh"  # skip (77) or a scratch directory, and fail()
-export MPIEXEC_TIMEOUT=60  # a run takes ~5 s of training; see the MPI_Finalize note below
+export MPIEXEC_TIMEOUT=30  # a run trains in ~5 s; see the MPI_Finalize note below
 steps=8
 args=(train --model mlp --global-batch 128 --steps "$steps" --no-eval --log-every "$steps"
       --checkpoint-every "$steps" --blas-threads 1)

@@ -48,8 +48,8 @@ TEST_CASE("load_fashion_mnist reads each split from the package's file names", "
     const Dataset test = load_fashion_mnist(dir.path(), Split::kTest);
     REQUIRE(train.size() == 3);
     REQUIRE(test.size() == 2);
-    CHECK(train.images.shape() == ringtrain::Shape{3, 1, 28, 28});
-    CHECK(test.images.shape() == ringtrain::Shape{2, 1, 28, 28});
+    CHECK(train.sample_shape == ringtrain::Shape{1, 28, 28});
+    CHECK(test.sample_shape == ringtrain::Shape{1, 28, 28});
     CHECK(std::all_of(train.labels.begin(), train.labels.end(), [](int l) { return l == 1; }));
     CHECK(std::all_of(test.labels.begin(), test.labels.end(), [](int l) { return l == 2; }));
   }
@@ -82,14 +82,16 @@ TEST_CASE("gather_batch copies the chosen samples in order", "[data]") {
   const Dataset dataset = load_idx_dataset(dir / "i.gz", dir / "l.gz", {rows, cols, 10});
   const std::size_t per = rows * cols;
 
+  const std::vector<float> all = all_sample_values(dataset);
+  const Bytes body = image_body(n, rows, cols);
+  for (std::size_t i = 0; i < body.size(); ++i) REQUIRE(all[i] == body[i] / 255.0f);
   const std::vector<std::uint64_t> indices = {4, 0, 4, 5, 2};  // repeats are allowed
   std::vector<float> images(indices.size() * per, -1.0f);
   std::vector<std::int32_t> out_labels(indices.size(), -1);
   gather_batch(dataset, indices, images, out_labels);
   for (std::size_t i = 0; i < indices.size(); ++i) {
     CHECK(out_labels[i] == labels[indices[i]]);
-    for (std::size_t p = 0; p < per; ++p)
-      REQUIRE(images[i * per + p] == dataset.images[indices[i] * per + p]);
+    for (std::size_t p = 0; p < per; ++p) REQUIRE(images[i * per + p] == all[indices[i] * per + p]);
   }
 
   gather_batch(dataset, {}, std::span<float>(), std::span<std::int32_t>());  // empty slice
@@ -116,7 +118,7 @@ TEST_CASE("the real Fashion-MNIST from the Debian package", "[data][fashion]") {
     INFO("split " << ringtrain::data::to_string(split));
     const Dataset d = load_fashion_mnist(dir, split);
     REQUIRE(d.size() == expected);
-    CHECK(d.images.shape() == ringtrain::Shape{expected, 1, 28, 28});
+    CHECK(d.sample_shape == ringtrain::Shape{1, 28, 28});
     std::array<std::size_t, 10> per_class{};
     for (std::int32_t label : d.labels) {
       REQUIRE(label >= 0);
@@ -124,7 +126,8 @@ TEST_CASE("the real Fashion-MNIST from the Debian package", "[data][fashion]") {
       per_class[static_cast<std::size_t>(label)] += 1;
     }
     for (std::size_t count : per_class) CHECK(count == expected / 10);
-    const auto [lo, hi] = std::minmax_element(d.images.data(), d.images.data() + d.images.size());
+    const std::vector<float> values = all_sample_values(d);
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
     CHECK(*lo == 0.0f);  // background pixels
     CHECK(*hi == 1.0f);  // byte 255 maps to exactly 1
   }

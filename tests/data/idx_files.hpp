@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/framework/data/dataset.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain::test {
@@ -108,6 +109,16 @@ std::string data_error_message(F&& f) {
   }
   FAIL("expected a DataError, but nothing was thrown");
   return {};
+}
+
+// Every sample of `dataset` as the model sees it (floats), in order, through gather_batch.
+inline std::vector<float> all_sample_values(const ringtrain::data::Dataset& dataset) {
+  std::vector<std::uint64_t> indices(dataset.size());
+  for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = i;
+  std::vector<float> values(dataset.size() * dataset.sample_elements());
+  std::vector<std::int32_t> labels(dataset.size());
+  ringtrain::data::gather_batch(dataset, indices, values, labels);
+  return values;
 }
 
 }  // namespace ringtrain::test

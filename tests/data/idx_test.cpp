@@ -42,10 +42,12 @@ TEST_CASE("IDX images and labels round trip, gzip and plain", "[data][idx]") {
 
       const auto dataset = load_idx_dataset(images_file, labels_file, IdxSpec{rows, cols, 10});
       REQUIRE(dataset.size() == n);
-      CHECK(dataset.images.shape() == ringtrain::Shape{n, 1, rows, cols});
+      CHECK(dataset.sample_shape == ringtrain::Shape{1, rows, cols});
       CHECK(dataset.sample_elements() == rows * cols);
+      const std::vector<float> values = all_sample_values(dataset);
+      REQUIRE(values.size() == pixels.size());
       for (std::size_t i = 0; i < pixels.size(); ++i)
-        REQUIRE(dataset.images[i] == static_cast<float>(pixels[i]) / 255.0f);
+        REQUIRE(values[i] == static_cast<float>(pixels[i]) / 255.0f);
       for (std::size_t i = 0; i < n; ++i) CHECK(dataset.labels[i] == labels[i]);
     }
   }
@@ -56,9 +58,10 @@ TEST_CASE("IDX pixel bytes 0 and 255 map to exactly 0 and 1", "[data][idx]") {
   write_idx(dir / "i.gz", idx_bytes(kImages, {1, 1, 3}, {0, 255, 51}));
   write_idx(dir / "l.gz", idx_bytes(kLabels, {1}, {1}));
   const auto dataset = load_idx_dataset(dir / "i.gz", dir / "l.gz", IdxSpec{1, 3, 2});
-  CHECK(dataset.images[0] == 0.0f);
-  CHECK(dataset.images[1] == 1.0f);
-  CHECK(dataset.images[2] == Approx(0.2f));
+  const std::vector<float> values = all_sample_values(dataset);
+  CHECK(values[0] == 0.0f);
+  CHECK(values[1] == 1.0f);
+  CHECK(values[2] == Approx(0.2f));
 }
 
 TEST_CASE("IDX: malformed files are DataErrors naming the file and the problem", "[data][idx]") {

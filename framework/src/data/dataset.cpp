@@ -1,4 +1,4 @@
-// Dataset loading (IDX bytes -> floats in [0, 1]) and the per-step gather of a batch.
+// Dataset loading (IDX: the pixel bytes are kept; each batch converts them to floats in [0, 1])
 //
 // Loading happens once before the first step; gather_batch runs in every step, after the
 // sampler has chosen this rank's sample indices and before the model's forward pass.
@@ -58,7 +58,7 @@ const std::array<float, 256>& unit_table() {
 // Copies sample s of `dataset` (in memory or mapped) into `out` (sample_elements() floats).
 void copy_sample(const Dataset& dataset, std::uint64_t s, std::span<float> out) {
   const std::size_t per_sample = out.size();
-  if (!dataset.mapped.file) {
+  if (!dataset.mapped.present()) {
     std::copy_n(dataset.images.data() + s * per_sample, per_sample, out.begin());
   } else if (dataset.mapped.dtype == DType::kUint8) {
     bytes_to_unit({dataset.mapped.first + s * per_sample, per_sample}, out);
@@ -70,7 +70,7 @@ void copy_sample(const Dataset& dataset, std::uint64_t s, std::span<float> out) 
 
 const std::uint8_t* sample_address(const Dataset& dataset, std::uint64_t s) {
   const std::size_t per_sample = dataset.sample_elements();
-  if (!dataset.mapped.file)
+  if (!dataset.mapped.present())
     return reinterpret_cast<const std::uint8_t*>(dataset.images.data() + s * per_sample);
   return dataset.mapped.first + s * per_sample * item_bytes(dataset.mapped.dtype);
 }
@@ -93,7 +93,7 @@ fs::path default_data_dir() {
 
 Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_file,
                          const IdxSpec& spec, bool digest) {
-  const IdxImages images = read_idx_images(images_file, spec.rows, spec.cols);
+  IdxImages images = read_idx_images(images_file, spec.rows, spec.cols);
   const std::vector<std::uint8_t> labels = read_idx_labels(labels_file, spec.num_classes);
   if (images.count != labels.size())
     throw DataError(
@@ -102,15 +102,16 @@ Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_fil
                     images_file.string(), images.count, labels_file.string(), labels.size()));
 
   Dataset dataset;
-  dataset.images = Tensor({images.count, 1, images.rows, images.cols});
-  bytes_to_unit(images.pixels, dataset.images.span());
-  dataset.labels.assign(labels.begin(), labels.end());
-  dataset.sample_shape = {1, images.rows, images.cols};
-  dataset.num_classes = spec.num_classes;
   if (digest) {
     dataset.x_xxh3 = XXH3_64bits(images.pixels.data(), images.pixels.size());
     dataset.y_xxh3 = XXH3_64bits(labels.data(), labels.size());
   }
+  // The pixel bytes stay bytes; gather_batch converts the samples of each batch.
+  auto held = std::make_shared<const std::vector<std::uint8_t>>(std::move(images.pixels));
+  dataset.mapped = {.file = nullptr, .held = held, .first = held->data(), .dtype = DType::kUint8};
+  dataset.labels.assign(labels.begin(), labels.end());
+  dataset.sample_shape = {1, images.rows, images.cols};
+  dataset.num_classes = spec.num_classes;
   return dataset;
 }
 
@@ -150,7 +151,7 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
   // The samples are scattered over the dataset: ask for all their cache lines first, so the
   // misses overlap instead of waiting one image at a time.
   const std::size_t sample_bytes =
-      per_sample * (dataset.mapped.file ? item_bytes(dataset.mapped.dtype) : sizeof(float));
+      per_sample * (dataset.mapped.present() ? item_bytes(dataset.mapped.dtype) : sizeof(float));
   for (std::size_t i = 0; i < k; ++i)
     if (indices[i] < dataset.size())
       for (std::size_t b = 0; b < sample_bytes; b += 64)

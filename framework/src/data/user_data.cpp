@@ -347,7 +347,8 @@ Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t cla
   }
   dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
   if (x.mapped() && options.map)
-    dataset.mapped = {x.mapping, x.bytes().data(), x.dtype};
+    dataset.mapped = {
+        .file = x.mapping, .held = nullptr, .first = x.bytes().data(), .dtype = x.dtype};
   else
     dataset.images = samples_in_memory(x, dataset.sample_shape);
   return dataset;

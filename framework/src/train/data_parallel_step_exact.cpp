@@ -10,8 +10,9 @@ namespace ringtrain {
 
 //   1. slice     this rank's b_r samples (a multiple of m, checked by the options)
 //   2. per micro-batch of m samples (the last of a short batch may hold fewer): forward,
-//      loss scaled by 1/B, backward; its gradient added into the exact accumulator
-//   3. one exact allreduce, the total rounded once into the gradient buffer
+//      loss scaled by 1/B, backward; its gradient and its loss added into the exact sums
+//   3. the exact allreduces: the gradient's total rounded once into the gradient buffer,
+//      then the loss's (reported by rank 0)
 //   4. every rank applies the same optimizer update, or every rank skips the step (--zero 1:
 //      each rank updates its shard, then the all-gathers)
 StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBatch& batch) {
@@ -33,20 +34,25 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
   times_.step_s = t_end - t0;
   times_.data_s = t_data - t0;
   times_.backward_s = t_backward - t_data;  // forward and backward interleave per micro-batch
-  times_.collectives += 1.0;  // the exact allreduce (and with --zero 1 the all-gathers)
-  return {loss_sum, n, batch.samples.size(), applied, times_};
+  times_.collectives += 2.0;  // the exact allreduces of the gradient and the loss (and with
+                              // --zero 1 the all-gathers)
+  // The metrics window sums the ranks' reports: rank 0 reports the exact loss, the others 0.
+  const double reported = comm_.rank() == 0 ? exact_->loss() : 0.0;
+  return {reported, n, batch.samples.size(), applied, times_};
 }
 
-// Runs this rank's micro-batches in sample order, adding each one's gradient into the exact
-// sum; returns this rank's loss sum (not scaled).
+// Runs this rank's micro-batches in sample order, adding each one's gradient and loss into
+// the exact sums; returns this rank's loss sum (not scaled; only its finiteness is used).
 double DataParallelStep::exact_micro_batches(std::size_t n, std::size_t global_samples) {
   exact_->clear();
   const std::size_t m = plan_.exact_micro_batch;
   double loss_sum = 0.0;
   for (std::size_t first = 0; first < n; first += m) {
     const std::size_t rows = std::min(m, n - first);
-    loss_sum += exact_micro_batch(first, rows, global_samples);
+    const double micro_batch_loss = exact_micro_batch(first, rows, global_samples);
+    loss_sum += micro_batch_loss;
     exact_->add(model_.parameters().grads());
+    exact_->add_loss(micro_batch_loss);
   }
   return loss_sum;
 }

@@ -59,6 +59,10 @@ void ExactGradient::poison() {
 bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<float> gradient) {
   collectives::allreduce_exact(comm, sum_);
   sum_.to_float(gradient);
+  collectives::allreduce_exact(comm, loss_);
+  float loss = 0.0f;
+  loss_.to_float(std::span(&loss, 1));
+  loss_total_ = loss;
   return std::all_of(gradient.begin(), gradient.end(), [](float g) { return std::isfinite(g); });
 }
 

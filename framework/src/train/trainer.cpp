@@ -114,9 +114,12 @@ nlohmann::json checkpoint_config(const TrainConfig& config, const RunFacts& fact
   return json;
 }
 
-ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes) {
+ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes, int blas_threads) {
   ReducerOptions o;
   o.cap_bytes = cap_bytes;
+  // Each of the rank's threads updates a default piece's worth between two polls: a piece
+  // smaller than two threads' minimum parts runs on one thread (optimizer.hpp).
+  o.update_piece_elements *= std::size_t(std::max(1, blas_threads));
   o.overlap = c.overlap != Overlap::kOff;
   o.update_per_bucket = c.bucket_update == OnOff::kOn;
   o.driver = c.progress;
@@ -301,7 +304,8 @@ void TrainingRun::build_step() {
                              ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
                              : default_bucket_choice(facts_.ring_fit, world, grad_bytes,
                                                      config_.overlap != Overlap::kOff);
-  ReducerOptions reducer = reducer_options(config_, facts_.bucket_choice.cap_bytes);
+  ReducerOptions reducer =
+      reducer_options(config_, facts_.bucket_choice.cap_bytes, facts_.blas_threads);
   if (config_.collective == CollectiveKind::kHierarchical) {
     hierarchy_ = std::make_unique<coll::Hierarchy>(comm_, config_.ranks_per_host);  // collective
     reducer.ring.hierarchy = hierarchy_.get();

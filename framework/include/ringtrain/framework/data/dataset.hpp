@@ -23,16 +23,22 @@
 
 namespace ringtrain::data {
 
-// Samples that lie in a mapped file: sample s is items [s * e, (s + 1) * e) from `first`,
-// e = elements per sample, each float32 (copied) or uint8 (byte / 255).
+// Samples kept as their stored items rather than as floats: sample s is items
+// [s * e, (s + 1) * e) from `first`, e = elements per sample, each float32 (copied) or uint8
+// (byte / 255, converted when a batch is gathered). The items lie in a mapped file (`file`,
+// user data) or in decompressed bytes held in memory (`held`, IDX: a quarter of the floats'
+// memory, and no 188 MB of floats to fault in before the first step).
 struct MappedSamples {
-  std::shared_ptr<const MappedFile> file;  // keeps the mapping alive
+  std::shared_ptr<const MappedFile> file;                 // keeps the mapping alive
+  std::shared_ptr<const std::vector<std::uint8_t>> held;  // or keeps the bytes alive
   const std::uint8_t* first = nullptr;
   DType dtype = DType::kFloat32;
+
+  bool present() const { return file != nullptr || held != nullptr; }
 };
 
 struct Dataset {
-  Tensor images;  // (n, sample_shape...) floats; empty when `mapped.file` holds the samples
+  Tensor images;  // (n, sample_shape...) floats; empty when `mapped` holds the samples
   std::vector<std::int32_t> labels;  // (n) class labels; empty for regression
   std::vector<float> targets;        // (n, num_targets) regression targets; else empty
   Shape sample_shape;                // e.g. (1, 28, 28) or (features)

@@ -69,10 +69,11 @@ class Checkpointer {
   // key_file: the MAC key (--checkpoint-key); empty: $RINGTRAIN_CHECKPOINT_KEY_FILE if set,
   // else no key. Collective (the ranks agree that the key loaded). Throws AgreedError if the
   // key file is refused (missing, readable by group or others, not 32 bytes).
-  // gather: where an asynchronous save's shards reach rank 0 (above).
+  // gather: where an asynchronous save's shards reach rank 0 (above); the default is the
+  // trainer's (--zero-gather writer, config.hpp).
   Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir, std::size_t keep,
                std::string config_json, const std::filesystem::path& key_file = {},
-               ZeroGather gather = ZeroGather::kSnapshot);
+               ZeroGather gather = ZeroGather::kWriter);
 
   // Completes the messages and joins a writer thread still in flight (its outcome is not
   // reported).

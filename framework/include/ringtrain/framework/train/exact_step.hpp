@@ -24,6 +24,11 @@
 //   4. one rounding    allreduce_exact sums the ranks' integer words; every rank rounds the
 //                      total to float32 once, into the gradient buffer, and the optimizer
 //                      (elementwise, independent of N) runs unchanged.
+//   5. the loss       each micro-batch's loss sum (a double over its m samples, not scaled)
+//                      is one term of a one-element ExactSum, summed over ranks the same way
+//                      and rounded to float32 once: the logged loss has the same bits for any
+//                      N and split. Rank 0 reports it as its share of the metrics window's sum
+//                      and the other ranks report 0, so the window's sum over ranks is exact.
 //   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
 //   bitwise at another N.
 //
@@ -95,18 +100,28 @@ class ExactGradient {
   explicit ExactGradient(const ParameterStore& params);
 
   // Starts a step: no terms.
-  void clear() { sum_.clear(); }
+  void clear() {
+    sum_.clear();
+    loss_.clear();
+  }
   // Adds one micro-batch's partial (the whole gradient buffer) as one term per element.
   void add(std::span<const float> partial) { sum_.add(partial); }
+  // Adds one micro-batch's loss sum (not scaled) as one term.
+  void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
   // Marks the sum not finite (a non-finite loss or an injected fault): every rank skips.
   void poison();
   // gradient <- the sum over ranks of every rank's partials, rounded once (the same bits on
   // every rank). Returns whether every element is finite (then the same on every rank).
   // Collective.
+  // Also sums the losses over ranks: loss() is then the step's loss sum, the same bits on
+  // every rank.
   bool sum_into(const collectives::Communicator& comm, std::span<float> gradient);
+  double loss() const { return loss_total_; }
 
  private:
   collectives::ExactSum sum_;
+  collectives::ExactSum loss_{1};
+  double loss_total_ = 0.0;
 };
 
 }  // namespace ringtrain

@@ -66,6 +66,7 @@ struct ReducerOptions {
   ProgressDriver driver = ProgressDriver::kLayers;
   double thread_poll_s = 50e-6;               // kThread: sleep between fruitless polls
   std::size_t update_piece_elements = 65536;  // kLayers: poll between pieces of an update
+                                              // (the trainer gives each BLAS thread one)
   collectives::RingOptions ring;              // algorithm, segments, wait policy
   // Segments posted ahead per ring step in steps that overlap (ring.segments_in_flight
   // serves the blocking ones). A larger window lets one poll move more of a ring, but the
