@@ -60,7 +60,7 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
   if (plan_.reduction == Reduction::kExact)
-    exact_ = std::make_unique<ExactGradient>(model.parameters());
+    exact_ = std::make_unique<ExactGradient>(model);
 
   if (trace_) {
     for (std::size_t i = 0; i < model.num_layers(); ++i) {
