@@ -91,12 +91,14 @@ ExactSum::ExactSum(std::span<const std::size_t> block_sizes)
   elements_ = begin_.back();
   words_.assign(2 * elements_ + 1, 0);
   flags_.assign(elements_, 0);
+  block_terms_.assign(tops_.size(), 0);
 }
 
 void ExactSum::clear() {
   std::fill(words_.begin(), words_.end(), 0);
   std::fill(flags_.begin(), flags_.end(), 0);
   std::fill(tops_.begin(), tops_.end(), kMinTop);
+  std::fill(block_terms_.begin(), block_terms_.end(), 0);
   any_non_finite_ = false;
 }
 
@@ -256,12 +258,8 @@ void ExactSum::add_terms(std::span<const T> terms) {
   if (this->terms() >= kMaxTerms) throw ExactSumError(terms_text(this->terms(), 1));
   std::vector<int> tops(tops_.size());
   bool non_finite = false;
-  for (std::size_t b = 0; b < tops_.size(); ++b) {  // every check before anything changes
-    const ExponentScan scan = scan_exponents(terms.subspan(begin_[b], begin_[b + 1] - begin_[b]));
-    const int power = std::max(scan.max_exponent, 1) - Layout<T>::kBias;  // |x| < 2^power
-    tops[b] = std::max(tops_[b], top_for_power(power));
-    non_finite |= scan.non_finite;
-  }
+  for (std::size_t b = 0; b < tops_.size(); ++b)  // every check before anything changes
+    tops[b] = scan_block(b, terms.subspan(begin_[b], begin_[b + 1] - begin_[b]), non_finite);
   if (non_finite) {
     record_non_finite(terms, std::span(flags_));
     any_non_finite_ = true;
@@ -271,11 +269,43 @@ void ExactSum::add_terms(std::span<const T> terms) {
     deposit(terms.subspan(begin_[b], begin_[b + 1] - begin_[b]), grid(b), words_.data() + begin_[b],
             words_.data() + elements_ + begin_[b]);
   }
+  for (std::int64_t& count : block_terms_) ++count;
   ++words_[2 * elements_];
+}
+
+// The window block b needs for `terms` (its part of a term): at least its current one.
+// Throws ExactSumError for a double beyond the range; sets non_finite if a term is NaN or Inf.
+template <typename T>
+int ExactSum::scan_block(std::size_t block, std::span<const T> terms, bool& non_finite) const {
+  const ExponentScan scan = scan_exponents(terms);
+  const int power = std::max(scan.max_exponent, 1) - Layout<T>::kBias;  // |x| < 2^power
+  non_finite |= scan.non_finite;
+  return std::max(tops_[block], top_for_power(power));
 }
 
 void ExactSum::add(std::span<const float> terms) {
   add_terms(terms);
+}
+
+void ExactSum::add_block(std::size_t block, std::span<const float> terms) {
+  if (block >= tops_.size() || terms.size() != block_size(block))
+    throw ExactSumError("exact sum: " + std::to_string(terms.size()) + " terms for block " +
+                        std::to_string(block) + " of " + std::to_string(tops_.size()) +
+                        (block < tops_.size()
+                             ? " (" + std::to_string(block_size(block)) + " elements)"
+                             : std::string()));
+  if (block_terms_[block] >= kMaxTerms) throw ExactSumError(terms_text(block_terms_[block], 1));
+  bool non_finite = false;
+  const int top = scan_block(block, terms, non_finite);
+  if (non_finite) {
+    record_non_finite(terms, std::span(flags_).subspan(begin_[block], terms.size()));
+    any_non_finite_ = true;
+  }
+  raise_top(block, top);
+  deposit(terms, grid(block), words_.data() + begin_[block],
+          words_.data() + elements_ + begin_[block]);
+  ++block_terms_[block];
+  words_[2 * elements_] = std::max(words_[2 * elements_], block_terms_[block]);
 }
 void ExactSum::add(std::span<const double> terms) {
   add_terms(terms);
@@ -300,7 +330,11 @@ void ExactSum::merge(const ExactSum& other) {
       for (std::size_t i = begin; i < end; ++i) words_[M + i] += other.words_[i];
     }
   }
-  words_[2 * M] += other.words_[2 * M];
+  for (std::size_t b = 0; b < tops_.size(); ++b) block_terms_[b] += other.block_terms_[b];
+  // the most terms any block holds (no blocks: the counts simply add)
+  words_[2 * M] = block_terms_.empty()
+                      ? words_[2 * M] + other.words_[2 * M]
+                      : *std::max_element(block_terms_.begin(), block_terms_.end());
   if (other.any_non_finite_) {
     for (std::size_t i = 0; i < M; ++i) flags_[i] |= other.flags_[i];
     any_non_finite_ = true;
@@ -313,6 +347,23 @@ void ExactSum::to_float(std::span<float> out) const {
                         std::to_string(elements_) + " elements");
   const std::span<const std::int64_t> words(words_);
   round_range(0, words.first(elements_), words.subspan(elements_, elements_), out);
+}
+
+void ExactSum::to_double(std::span<double> out) const {
+  if (out.size() != elements_)
+    throw ExactSumError("exact sum: " + std::to_string(out.size()) + " outputs for " +
+                        std::to_string(elements_) + " elements");
+  const std::int64_t* hi = words_.data();
+  const std::int64_t* lo = words_.data() + elements_;
+  for (std::size_t b = 0; b < tops_.size(); ++b) {
+    const double lo_scale = std::ldexp(1.0, grid(b));
+    const double hi_scale = std::ldexp(1.0, grid(b) + kBinBits);
+    for (std::size_t i = begin_[b]; i < begin_[b + 1]; ++i)  // two exact doubles, one rounding
+      out[i] = word_to_double(hi[i]) * hi_scale + word_to_double(lo[i]) * lo_scale;
+  }
+  if (!any_non_finite_) return;
+  for (std::size_t i = 0; i < elements_; ++i)
+    if (flags_[i] != 0) out[i] = double(non_finite_result(flags_[i]));
 }
 
 void ExactSum::round_range(std::size_t first, std::span<const std::int64_t> hi,

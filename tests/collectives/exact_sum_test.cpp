@@ -252,6 +252,35 @@ TEST_CASE("exact sum: the words are rounded to float32 once, not through a doubl
   REQUIRE_ALL_RANKS(facts);
 }
 
+TEST_CASE("exact sum: to_double rounds the words once to a double, non-finite as to_float") {
+  // 1 + 2^-30 + 2^-30 = 1 + 2^-29 is a double but not a float32: to_double keeps it. Then
+  // 2^60 + 2^7 + 2^1 (grid 2^0): the words hold it exactly, the nearest double is 2^60 + 2^8
+  // (2^60 + 2^7 alone is a tie, which would round to even, 2^60): the tail counts.
+  Facts facts;
+  ExactSum small(1), tail(1), flagged(2);
+  for (int e : {-30, 0, -30}) {
+    const double x = std::ldexp(1.0, e);
+    small.add(std::span(&x, 1));
+  }
+  for (int e : {7, 1, 60}) {
+    const double x = std::ldexp(1.0, e);
+    tail.add(std::span(&x, 1));
+  }
+  const std::vector<double> poison{std::numeric_limits<double>::quiet_NaN(), 2.5};
+  flagged.add(poison);
+  double out = 0;
+  small.to_double(std::span(&out, 1));
+  facts.check(out == 1.0 + std::ldexp(1.0, -29), "1 + 2^-30 + 2^-30 lost its tail");
+  tail.to_double(std::span(&out, 1));
+  facts.check(out == std::ldexp(1.0, 60) + std::ldexp(1.0, 8), "2^60 + 2^7 + 2 misrounded");
+  std::vector<double> two(2);
+  flagged.to_double(two);
+  facts.check(std::isnan(two[0]) && two[1] == 2.5, "NaN element or its neighbour wrong");
+  facts.check(throws_as<ExactSumError>([&] { flagged.to_double(std::span(&out, 1)); }),
+              "a wrong output length was accepted");
+  REQUIRE_ALL_RANKS(facts);
+}
+
 TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do not") {
   Facts facts;
   const std::size_t T = 64;
@@ -414,6 +443,89 @@ TEST_CASE("allreduce_exact: any split over ranks gives the single-process bits")
     facts.check(same_bits(scattered, reference),
                 "split " + std::to_string(kind) + " differs through the reduce-scatter");
   }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+namespace {
+
+// The term's part in block b of `sizes`.
+std::span<const float> block_part(const std::vector<float>& term,
+                                  const std::vector<std::size_t>& sizes, std::size_t b) {
+  std::size_t begin = 0;
+  for (std::size_t k = 0; k < b; ++k) begin += sizes[k];
+  return std::span(term).subspan(begin, sizes[b]);
+}
+
+// The float32 of every element.
+std::vector<float> floats_of(const ExactSum& sum) {
+  std::vector<float> out(sum.size());
+  sum.to_float(out);
+  return out;
+}
+
+// Same windows in every block and the same bins (the term counter aside).
+bool same_bins(ExactSum& a, ExactSum& b) {
+  bool same = a.blocks() == b.blocks() && a.size() == b.size();
+  for (std::size_t k = 0; same && k < a.blocks(); ++k) same = a.top(k) == b.top(k);
+  return same && std::ranges::equal(a.words().first(2 * a.size()), b.words().first(2 * b.size()));
+}
+
+}  // namespace
+
+TEST_CASE("exact sum: add_block gives add's words, in any order of blocks, terms and ranks") {
+  Facts facts;
+  Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const std::size_t T = 29, M = 13;
+  const std::vector<std::size_t> sizes{7, 1, 0, 5};
+  const Terms terms = scale_per_term(make_terms(T, M, -8, 8, 41), -100, 100, 42);
+  ExactSum reference = exact_words(terms, iota(T), sizes);
+  const std::vector<float> reference_out = floats_of(reference);
+  std::mt19937 rng(static_cast<std::uint32_t>(500 + me));  // orders differ per rank
+  std::mt19937 split_rng(7);                               // splits agree across ranks
+  for (int kind = 0; kind < 5; ++kind) {
+    const std::vector<int> owner = owners(T, N, kind, split_rng);
+    std::vector<std::size_t> order = iota(T), blocks = iota(sizes.size());
+    std::shuffle(order.begin(), order.end(), rng);
+    ExactSum sum(sizes);
+    for (std::size_t t : order) {
+      if (owner[t] != me) continue;
+      std::shuffle(blocks.begin(), blocks.end(), rng);
+      for (std::size_t b : blocks) sum.add_block(b, block_part(terms[t], sizes, b));
+    }
+    allreduce_exact(comm, sum);
+    facts.check(same_bits(floats_of(sum), reference_out) && same_bins(sum, reference) &&
+                    sum.terms() == static_cast<std::int64_t>(T),
+                "block-wise split " + std::to_string(kind) + " differs from add()");
+  }
+  // Blocks with different counts: the words of add() with zeros where no term was added.
+  ExactSum partial(sizes), masked(sizes);
+  for (std::size_t t = 0; t < T; ++t) {
+    partial.add_block(0, block_part(terms[t], sizes, 0));
+    if (t < T / 2) partial.add_block(3, block_part(terms[t], sizes, 3));
+    std::vector<float> term = terms[t];
+    std::fill(term.begin() + 7, term.begin() + 8, 0.0f);            // block 1: no terms
+    if (t >= T / 2) std::fill(term.begin() + 8, term.end(), 0.0f);  // block 3: half
+    masked.add(term);
+  }
+  facts.check(same_bins(partial, masked), "add_block on some blocks differs from add with zeros");
+  facts.check(partial.terms() == static_cast<std::int64_t>(T) && partial.block_terms(1) == 0 &&
+                  partial.block_terms(3) == static_cast<std::int64_t>(T / 2),
+              "the counts are not the most any block holds and each block's own");
+  // The limit is per block; sizes and indices are checked.
+  ExactSum two(std::vector<std::size_t>{1, 2});
+  const float x = 1.0f;
+  for (std::int64_t k = 0; k < ExactSum::kMaxTerms; ++k) two.add_block(0, std::span(&x, 1));
+  const std::vector<float> pair{2.0f, 3.0f};
+  facts.check(throws_as<ExactSumError>([&] { two.add_block(0, std::span(&x, 1)); }) &&
+                  two.block_terms(0) == ExactSum::kMaxTerms &&
+                  two.words()[0] == ExactSum::kMaxTerms && two.words()[3] == 0,  // 4096 · 2^0
+              "a block's term beyond kMaxTerms was accepted or changed the sum");
+  two.add_block(1, pair);
+  facts.check(two.block_terms(1) == 1, "another block's term was refused");
+  facts.check(throws_as<ExactSumError>([&] { two.add_block(1, std::span(&x, 1)); }) &&
+                  throws_as<ExactSumError>([&] { two.add_block(2, pair); }),
+              "a wrong size or block index was accepted");
   REQUIRE_ALL_RANKS(facts);
 }
 

@@ -1,8 +1,9 @@
 // --reduction exact: N ranks, with any split of the global batch into multiples of the
 // micro-batch, train bitwise what one process trains (/model and /optimizer of the final
-// checkpoint), with SGD and AdamW, for an mlp and a small cnn (both convolution algorithms);
-// sum-scaled at the same uneven splits does not; the exact update is the sum-scaled update
-// (close to it at N = 1); the refusals.
+// checkpoint, BatchNorm's running statistics included), with SGD and AdamW, for an mlp, a
+// small cnn (both convolution algorithms) and that cnn with SyncBN; sum-scaled at the same
+// uneven splits does not; the exact update is the sum-scaled update (close to it at N = 1);
+// the refusals.
 // The one-process reference runs on MPI_COMM_SELF on every rank, as in equivalence_test.cpp.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +38,8 @@ struct Case {
   std::size_t micro_batch;
   float dropout;  // --dropout (0 for a spec file, which carries its own dropout layer)
   std::string mlp_hidden;  // --mlp-hidden for the mlp ("" for a spec file)
+  SyncBn sync_bn = SyncBn::kAuto;
+  std::uint64_t steps = kSteps;
 };
 
 // mlp: 48 samples in micro-batches of 4; hidden widths that are not multiples of the
@@ -46,6 +49,12 @@ Case mlp_case() { return {"mlp", 48, 4, 0.1f, "200,72"}; }
 // The small cnn of exact_cnn.toml (im2col, then Winograd): 72 samples in micro-batches of 6,
 // not a multiple of Winograd's groups of 4, so a micro-batch's groups are 1 or 2 images.
 Case cnn_case() { return {RINGTRAIN_EXACT_CNN_SPEC, 72, 6, 0.0f, ""}; }
+
+// The same cnn with BatchNorm after each convolution and after the hidden linear layer
+// (exact_cnn_bn.toml), run with --sync-bn on: the statistics are exact sums inside the layers.
+// 10 steps: each BatchNorm layer adds three small collectives per step, slow at N = 4 on two
+// cores (ranks busy-poll), and the entry must stay short.
+Case bn_case() { return {RINGTRAIN_EXACT_CNN_BN_SPEC, 72, 6, 0.0f, "", SyncBn::kOn, 10}; }
 
 // Splits of the global batch into multiples of m over N ranks: uneven, one of them with an
 // empty rank (N = 4). Both cases hold 12 micro-batches: m·(1, 11), m·(2, 3, 7), m·(1, 0, 5, 6).
@@ -64,7 +73,7 @@ std::string uneven_split(const Case& c, int n) {
 }
 
 TrainConfig exact_config(const Case& c, OptimizerKind optimizer) {
-  TrainConfig config = small_config(c.model, kSteps, c.global_batch);
+  TrainConfig config = small_config(c.model, c.steps, c.global_batch);
   config.reduction = Reduction::kExact;
   config.exact_micro_batch = c.micro_batch;
   config.optimizer = optimizer;
@@ -72,6 +81,7 @@ TrainConfig exact_config(const Case& c, OptimizerKind optimizer) {
   config.log_every = kLogEvery;
   config.dropout = c.dropout;  // masks keyed by global sample index: the split must not matter
   if (!c.mlp_hidden.empty()) config.mlp_hidden = c.mlp_hidden;
+  config.sync_bn = c.sync_bn;
   return config;
 }
 
@@ -143,6 +153,13 @@ void check_bitwise(const Case& c, OptimizerKind optimizer) {
   const TrainConfig config = exact_config(c, optimizer);
   const Finished reference = train_and_read(config, MPI_COMM_SELF);
   REQUIRE(all_ranks(!reference.model.empty() && !reference.optimizer.empty()));
+  // With BatchNorm, /model holds the running statistics: compared below with the rest.
+  const bool batch_norm = models::make_model(config)->has_batch_norm();
+  REQUIRE(all_ranks(!batch_norm || std::any_of(reference.model.begin(), reference.model.end(),
+                                               [](const auto& array) {
+                                                 return array.first.find("running_var") !=
+                                                        std::string::npos;
+                                               })));
   const RunOutput first_step = [&] {
     TrainConfig one = config;
     one.steps = 1;
@@ -163,7 +180,7 @@ void check_bitwise(const Case& c, OptimizerKind optimizer) {
     // The logged losses too: summed exactly over micro-batches and ranks.
     INFO(fmt::format("losses {:.17g} against one process's {:.17g}", fmt::join(run.losses, " "),
                      fmt::join(reference.losses, " ")));
-    REQUIRE(all_ranks(!writer || (run.losses.size() == kSteps / kLogEvery &&
+    REQUIRE(all_ranks(!writer || (run.losses.size() == config.steps / kLogEvery &&
                                   same_bits(run.losses, reference.losses))));
   }
 }
@@ -201,6 +218,14 @@ TEST_CASE("exact cnn, SGD: N ranks, even and uneven splits, train bitwise what o
 TEST_CASE("exact cnn, AdamW: N ranks, even and uneven splits, train bitwise what one process "
           "trains", "[cnn]") {
   check_bitwise(cnn_case(), OptimizerKind::kAdamw);
+}
+
+// cnn-bn: SyncBN after an im2col and a Winograd convolution and after a linear layer; rank 1
+// of the uneven split at N = 4 holds no sample and still takes part in every statistic.
+TEST_CASE("exact cnn-bn, SGD and AdamW: N ranks, even and uneven splits, train bitwise what one "
+          "process trains", "[bn]") {
+  for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdamw})
+    check_bitwise(bn_case(), optimizer);
 }
 
 namespace {
@@ -295,6 +320,11 @@ TEST_CASE("cnn: sum-scaled at the same uneven split is not bitwise one process; 
   check_sum_scaled_differs(cnn_case());
 }
 
+TEST_CASE("cnn-bn: SyncBN sum-scaled at the same uneven split is not bitwise one process; exact "
+          "is its update", "[bn]") {
+  check_sum_scaled_differs(bn_case());
+}
+
 namespace {
 
 // The message of the UsageError a run of `config` on every rank throws (empty if none).
@@ -340,9 +370,9 @@ TEST_CASE("exact: splits that are not multiples of m and unsupported options are
   config.exact_micro_batch = 0;
   REQUIRE(all_ranks(refusal(config).find("--exact-micro-batch 0") != std::string::npos));
   config.exact_micro_batch = mlp_case().micro_batch;
-  config.model = "cnn-bn";  // conv2d, then batchnorm: the convolution passes, BatchNorm does not
-  const std::string layer = refusal(config);
-  INFO(layer);
-  REQUIRE(all_ranks(layer.find("layer layers.1.batchnorm is not supported by the exact step") !=
-                    std::string::npos));
+  config.model = "cnn-bn";  // exact supports its BatchNorm with SyncBN only
+  config.sync_bn = SyncBn::kOff;
+  const std::string per_rank = refusal(config);
+  INFO(per_rank);
+  REQUIRE(all_ranks(per_rank.find("--reduction exact with --sync-bn off") != std::string::npos));
 }

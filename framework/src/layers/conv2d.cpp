@@ -291,27 +291,65 @@ void Conv2d::backward_samples(const float* x, const float* dy, float* dx, std::s
   }
 }
 
+// Exact micro-batches (ctx.exact_micro_batch = m > 0): each chunk of m rows (the last may be
+// shorter) runs as a call of its own would, so its bits are those of one call per
+// micro-batch; Winograd then keeps no V in forward (a later chunk would overwrite it), and
+// backward transforms each chunk's inputs again (winograd::keep_inputs: the same bits).
 void Conv2d::forward(std::span<const float> x, std::span<float> y, std::size_t n,
                      const StepContext& ctx) {
   if (n == 0) return;
+  if (winograd_) winograd::transform_filters(weight_, out_c_, in_c_, u_);
+  const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
+  const bool exact = ctx.exact_micro_batch > 0;
+  const std::size_t m = exact ? ctx.exact_micro_batch : n;
+  for (std::size_t first = 0; first < n; first += m)
+    forward_rows(x.data() + first * in_size, y.data() + first * out_size, std::min(m, n - first),
+                 ctx.training && !exact);  // evaluation keeps nothing for a backward
+}
+
+// x: (n, C, H, W) -> y: (n, O, Ho, Wo), n > 0, in the parts of n; keep: Winograd keeps V.
+void Conv2d::forward_rows(const float* x, float* y, std::size_t n, bool keep) {
   if (winograd_) {
-    winograd::transform_filters(weight_, out_c_, in_c_, u_);
     const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
     for_each_part(n, parts_for(n), [&](std::size_t p, std::size_t begin, std::size_t end) {
-      winograd::convolve(winograd_geometry_, u_.data(), bias_.data(), x.data() + begin * in_size,
-                         end - begin, y.data() + begin * out_size, parts_[p].winograd,
-                         ctx.training);  // evaluation keeps nothing for a backward
+      winograd::convolve(winograd_geometry_, u_.data(), bias_.data(), x + begin * in_size,
+                         end - begin, y + begin * out_size, parts_[p].winograd, keep);
     });
     return;
   }
   for_each_part(n, parts_for(n), [&](std::size_t p, std::size_t begin, std::size_t end) {
-    forward_samples(x.data(), y.data(), begin, end, parts_[p]);
+    forward_samples(x, y, begin, end, parts_[p]);
   });
 }
 
 void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
                       std::span<const float> dy, std::span<float> dx, std::size_t n,
                       const StepContext& ctx) {
+  float* dx_rows = dx.empty() ? nullptr : dx.data();  // null: the input gradient is not needed
+  if (ctx.exact_micro_batch == 0) return backward_rows(x.data(), dy.data(), dx_rows, n, ctx);
+  if (ctx.exact_gradient == nullptr)
+    throw Error("Conv2d: exact micro-batches (ctx.exact_micro_batch) need ctx.exact_gradient");
+  const std::size_t m = ctx.exact_micro_batch;
+  const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
+  for (std::size_t first = 0; first < n; first += m) {
+    const std::size_t rows = std::min(m, n - first);
+    const float* x_rows = x.data() + first * in_size;
+    if (winograd_)  // V of this chunk's parts, as its own forward call would have kept it
+      for_each_part(rows, parts_for(rows), [&](std::size_t p, std::size_t begin, std::size_t end) {
+        winograd::keep_inputs(winograd_geometry_, x_rows + begin * in_size, end - begin,
+                              parts_[p].winograd);
+      });
+    backward_rows(x_rows, dy.data() + first * out_size,
+                  dx_rows ? dx_rows + first * in_size : nullptr, rows, ctx);
+    ctx.exact_gradient->add(grad_weight_);
+    ctx.exact_gradient->add(grad_bias_);
+  }
+}
+
+// dW, db of n rows into the gradient views (overwritten), and dx unless null; Winograd needs
+// the V of these n rows kept on its parts' workspaces.
+void Conv2d::backward_rows(const float* x, const float* dy, float* dx, std::size_t n,
+                           const StepContext& ctx) {
   if (n == 0) {
     std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
     std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
@@ -319,13 +357,12 @@ void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
   }
   const std::size_t parts = parts_for(n);
   if (winograd_) {
-    winograd_backward(dy.data(), dx.empty() ? nullptr : dx.data(), n, parts, ctx);
+    winograd_backward(dy, dx, n, parts, ctx);
     return;
   }
   for_each_part(n, parts, [&](std::size_t p, std::size_t begin, std::size_t end) {
     PartWorkspace& ws = parts_[p];
-    backward_samples(x.data(), dy.data(), dx.empty() ? nullptr : dx.data(), begin, end,
-                     p == 0 ? grad_weight_.data() : ws.grad_weight.data(),
+    backward_samples(x, dy, dx, begin, end, p == 0 ? grad_weight_.data() : ws.grad_weight.data(),
                      p == 0 ? grad_bias_.data() : ws.grad_bias.data(), ws, p == 0 ? &ctx : nullptr);
   });
   // dW = dW_0 + dW_1 + ... in part order: the same sum, bit for bit, on every run.

@@ -129,49 +129,79 @@ Workspace::Workspace(const Geometry& g, std::size_t group_images, std::size_t ke
       m(kPoints * g.out_c * images * g.tiles()),
       kept_v(kPoints * g.in_c * keep_images * g.tiles()) {}
 
-void convolve(const Geometry& g, const float* u, const float* bias, const float* x, std::size_t n,
-              float* y, Workspace& ws, bool keep_for_backward, const StepContext* poll) {
+namespace {
+
+// 1. of convolve(): V[ξν][c][(image, t)] = (Bᵀ d B)[ξ][ν] for images [first, first + group) of
+// x, all at once, into v_group (64, C, group·tiles).
+void transform_inputs(const Geometry& g, const float* x, std::size_t first, std::size_t group,
+                      float* v_group, Workspace& ws) {
   const std::size_t tiles = g.tiles(), tw = g.tiles_w, pw = g.padded_w();
-  const std::size_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-  const std::size_t C = g.in_c, O = g.out_c, a = kAlpha;
+  const std::size_t in_plane = g.h * g.w, C = g.in_c, a = kAlpha;
+  const std::size_t lanes = group * tiles;  // columns of V[ξν]
   float* padded = ws.padded.data();
   float* patches = ws.patches.data();
   float* half = ws.half.data();
-  if (keep_for_backward && n > ws.backward_images)
-    throw Error("winograd::convolve: " + std::to_string(n) + " images, but the workspace keeps " +
-                std::to_string(ws.backward_images) + " for backward");
+  for (std::size_t c = 0; c < C; ++c) {
+    for (std::size_t q = 0; q < group; ++q) {
+      const float* plane = x + ((first + q) * C + c) * in_plane;
+      for (std::size_t ih = 0; ih < g.h; ++ih)  // interior; the border stays zero
+        std::copy_n(plane + ih * g.w, g.w, padded + (ih + g.pad) * pw + g.pad);
+      // patches[i·8 + j][(q, t)] = padded[4ty + i][4tx + j]
+      for (std::size_t i = 0; i < a; ++i)
+        for (std::size_t j = 0; j < a; ++j) {
+          float* row = patches + (i * a + j) * lanes + q * tiles;
+          for (std::size_t ty = 0; ty < g.tiles_h; ++ty) {
+            const float* src = padded + (kOut * ty + i) * pw + j;
+            for (std::size_t tx = 0; tx < tw; ++tx) row[ty * tw + tx] = src[kOut * tx];
+          }
+        }
+    }
+    // down the columns: half[i·8 + ν] = Σ_j Bᵀ[ν][j] · patches[i·8 + j]
+    for (std::size_t i = 0; i < a; ++i)
+      apply<kBt>(patches + i * a * lanes, lanes, half + i * a * lanes, lanes, lanes);
+    // along the rows: V[ξ·8 + ν][c] = Σ_i Bᵀ[ξ][i] · half[i·8 + ν]
+    float* v = v_group + c * lanes;
+    for (std::size_t nu = 0; nu < a; ++nu)
+      apply<kBt>(half + nu * lanes, a * lanes, v + nu * C * lanes, a * C * lanes, lanes);
+  }
+}
+
+// Where group `first` of n images keeps its V for backward(): kept_v, group after group.
+// Throws Error when the workspace keeps fewer than n images.
+float* kept_group(const Geometry& g, std::size_t n, std::size_t first, Workspace& ws,
+                  const char* caller) {
+  if (n > ws.backward_images)
+    throw Error(std::string(caller) + ": " + std::to_string(n) +
+                " images, but the workspace keeps " + std::to_string(ws.backward_images) +
+                " for backward");
+  return ws.kept_v.data() + first * kPoints * g.in_c * g.tiles();
+}
+
+}  // namespace
+
+void keep_inputs(const Geometry& g, const float* x, std::size_t n, Workspace& ws) {
+  for (std::size_t first = 0; first < n; first += ws.images)
+    transform_inputs(g, x, first, std::min(ws.images, n - first),
+                     kept_group(g, n, first, ws, "winograd::keep_inputs"), ws);
+  ws.kept_images = n;
+}
+
+void convolve(const Geometry& g, const float* u, const float* bias, const float* x, std::size_t n,
+              float* y, Workspace& ws, bool keep_for_backward, const StepContext* poll) {
+  const std::size_t tiles = g.tiles(), tw = g.tiles_w;
+  const std::size_t out_plane = g.ho * g.wo;
+  const std::size_t C = g.in_c, O = g.out_c, a = kAlpha;
+  float* patches = ws.patches.data();
+  float* half = ws.half.data();
   const bool keep = keep_for_backward;
+  if (keep) kept_group(g, n, 0, ws, "winograd::convolve");  // throws if n images do not fit
   ws.kept_images = keep ? n : 0;
   for (std::size_t first = 0; first < n; first += ws.images) {
     const std::size_t group = std::min(ws.images, n - first);
     const std::size_t lanes = group * tiles;  // columns of V[ξν] and M[ξν]
     // V of this group: kept for backward (group after group), or in the scratch buffer
-    float* const v_group = keep ? ws.kept_v.data() + first * kPoints * C * tiles : ws.v.data();
-
-    // 1. V[ξν][c][(image, t)] = (Bᵀ d B)[ξ][ν], for all images of the group at once
-    for (std::size_t c = 0; c < C; ++c) {
-      for (std::size_t q = 0; q < group; ++q) {
-        const float* plane = x + ((first + q) * C + c) * in_plane;
-        for (std::size_t ih = 0; ih < g.h; ++ih)  // interior; the border stays zero
-          std::copy_n(plane + ih * g.w, g.w, padded + (ih + g.pad) * pw + g.pad);
-        // patches[i·8 + j][(q, t)] = padded[4ty + i][4tx + j]
-        for (std::size_t i = 0; i < a; ++i)
-          for (std::size_t j = 0; j < a; ++j) {
-            float* row = patches + (i * a + j) * lanes + q * tiles;
-            for (std::size_t ty = 0; ty < g.tiles_h; ++ty) {
-              const float* src = padded + (kOut * ty + i) * pw + j;
-              for (std::size_t tx = 0; tx < tw; ++tx) row[ty * tw + tx] = src[kOut * tx];
-            }
-          }
-      }
-      // down the columns: half[i·8 + ν] = Σ_j Bᵀ[ν][j] · patches[i·8 + j]
-      for (std::size_t i = 0; i < a; ++i)
-        apply<kBt>(patches + i * a * lanes, lanes, half + i * a * lanes, lanes, lanes);
-      // along the rows: V[ξ·8 + ν][c] = Σ_i Bᵀ[ξ][i] · half[i·8 + ν]
-      float* v = v_group + c * lanes;
-      for (std::size_t nu = 0; nu < a; ++nu)
-        apply<kBt>(half + nu * lanes, a * lanes, v + nu * C * lanes, a * C * lanes, lanes);
-    }
+    float* const v_group = keep ? kept_group(g, n, first, ws, "winograd::convolve") : ws.v.data();
+    transform_inputs(g, x, first, group, v_group, ws);  // 1. V = Bᵀ d B
 
     // 2. M[ξν] = U[ξν] · V[ξν]   (O, lanes) = (O, C) · (C, lanes)
     for (std::size_t p = 0; p < kPoints; ++p)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "ringtrain/collectives/exact_sum.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
@@ -15,14 +16,18 @@ namespace {
 
 namespace coll = collectives;
 
-// SyncBatchNorm's cross-rank sum: one small allreduce of doubles. It runs during backward,
-// while gradient rings may be in flight, so it holds the reducer's MPI lock.
+// SyncBatchNorm's cross-rank sum: one small allreduce of doubles (or of an exact sum's words). It
+// runs during backward, while gradient rings may be in flight, so it holds the reducer's MPI lock.
 class CommSum final : public CrossRankSum {
  public:
   CommSum(const coll::Communicator& comm, std::mutex& mpi_mutex) : comm_(comm), mutex_(mpi_mutex) {}
   void sum(std::span<double> values) const override {
     std::lock_guard lock(mutex_);
     coll::allreduce_sum(comm_, values);
+  }
+  void sum_exact(coll::ExactSum& sum) const override {
+    std::lock_guard lock(mutex_);
+    coll::allreduce_exact(comm_, sum);
   }
 
  private:
@@ -55,7 +60,7 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
   if (plan_.reduction == Reduction::kExact)
-    exact_ = std::make_unique<ExactGradient>(model.parameters());
+    exact_ = std::make_unique<ExactGradient>(model);
 
   if (trace_) {
     for (std::size_t i = 0; i < model.num_layers(); ++i) {

@@ -11,6 +11,8 @@ namespace ringtrain {
 //   1. slice     this rank's b_r samples (a multiple of m, checked by the options)
 //   2. per micro-batch of m samples (the last of a short batch may hold fewer): forward,
 //      loss scaled by 1/B, backward; its gradient and its loss added into the exact sums
+//      (models with BatchNorm: one forward and one backward on all rows, per micro-batch
+//      inside the layers, whose gradients go into the exact sum through its sink)
 //   3. the exact allreduces: the gradient's total rounded once into the gradient buffer,
 //      then the loss's (reported by rank 0)
 //   4. every rank applies the same optimizer update, or every rank skips the step (--zero 1:
@@ -43,8 +45,10 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
 
 // Runs this rank's micro-batches in sample order, adding each one's gradient and loss into
 // the exact sums; returns this rank's loss sum (not scaled; only its finiteness is used).
+// Models with BatchNorm take the whole local batch in one call instead (exact_whole_batch).
 double DataParallelStep::exact_micro_batches(std::size_t n, std::size_t global_samples) {
   exact_->clear();
+  if (model_.has_batch_norm()) return exact_whole_batch(n, global_samples);
   const std::size_t m = plan_.exact_micro_batch;
   double loss_sum = 0.0;
   for (std::size_t first = 0; first < n; first += m) {
@@ -64,22 +68,60 @@ double DataParallelStep::exact_micro_batch(std::size_t first, std::size_t rows,
                                            std::size_t global_samples) {
   const std::size_t pixels = num_elements(model_.input_shape());
   const std::size_t width = num_elements(model_.output_shape());
-  const std::size_t targets = train_.num_targets;
   StepContext ctx = context(rows, true);
   ctx.sample_ids = std::span<const std::uint64_t>(sample_ids_).subspan(first, rows);
   ctx.poll = nullptr;  // no rings in flight
   const auto outputs = model_.forward(
       std::span<const float>(inputs_).subspan(first * pixels, rows * pixels), rows, ctx);
-  const float scale = loss_scale(plan_.reduction, rows, global_samples, comm_.size());
   const std::span<float> doutputs = std::span(dlogits_).first(rows * width);
+  const double loss_sum = exact_loss(outputs, doutputs, first, rows, global_samples);
+  model_.backward(doutputs, rows, ctx);
+  return loss_sum;
+}
+
+// Models with BatchNorm (exact_step.hpp, "BatchNorm / SyncBN"): one forward and one backward
+// on all n rows with ctx.exact_micro_batch = m. BatchNorm sums its statistics per micro-batch
+// and over ranks inside the call (collective: also with n = 0); Linear and Conv2d run their
+// products per micro-batch and add each one's dW, db into the exact sum (the sink); the loss
+// is taken per micro-batch of the logits' rows, in sample order. Returns the rank's loss sum.
+double DataParallelStep::exact_whole_batch(std::size_t n, std::size_t global_samples) {
+  const std::size_t pixels = num_elements(model_.input_shape());
+  const std::size_t width = num_elements(model_.output_shape());
+  const std::size_t m = plan_.exact_micro_batch;
+  StepContext ctx = context(n, true);
+  ctx.sample_ids = std::span<const std::uint64_t>(sample_ids_).first(n);
+  ctx.poll = nullptr;  // no rings in flight
+  ctx.exact_micro_batch = m;
+  ctx.exact_gradient = &exact_->sink();
+  const auto outputs = model_.forward(std::span<const float>(inputs_).first(n * pixels), n, ctx);
+  double loss_sum = 0.0;
+  for (std::size_t first = 0; first < n; first += m) {
+    const std::size_t rows = std::min(m, n - first);
+    const double micro_batch_loss = exact_loss(
+        outputs.subspan(first * width, rows * width),
+        std::span(dlogits_).subspan(first * width, rows * width), first, rows, global_samples);
+    loss_sum += micro_batch_loss;
+    exact_->add_loss(micro_batch_loss);
+  }
+  model_.backward(std::span(dlogits_).first(n * width), n, ctx);
+  return loss_sum;
+}
+
+// The loss of rows [first, first + rows) of this rank's slice, from their outputs (rows,
+// width), scaled by 1/B into doutputs (rows, width); returns the rows' loss sum.
+double DataParallelStep::exact_loss(std::span<const float> outputs, std::span<float> doutputs,
+                                    std::size_t first, std::size_t rows,
+                                    std::size_t global_samples) const {
+  const std::size_t width = doutputs.size() / std::max<std::size_t>(rows, 1);
+  const float scale = loss_scale(plan_.reduction, rows, global_samples, comm_.size());
   const LossResult loss =
       train_.regression()
-          ? squared_error(outputs, std::span<const float>(targets_).subspan(first * targets), rows,
-                          width, scale, doutputs)
+          ? squared_error(outputs,
+                          std::span<const float>(targets_).subspan(first * train_.num_targets),
+                          rows, width, scale, doutputs)
           : softmax_cross_entropy(outputs,
                                   std::span<const std::int32_t>(labels_).subspan(first, rows), rows,
                                   width, scale, doutputs);
-  model_.backward(doutputs, rows, ctx);
   return loss.loss_sum;
 }
 

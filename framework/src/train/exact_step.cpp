@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,11 @@ std::vector<std::size_t> tensor_blocks(const ParameterStore& params) {
 }  // namespace
 
 // The layers whose micro-batch gradient depends on its samples and its row count alone
-// (exact_step.hpp, "Layers"); BatchNorm's statistics are not yet.
+// (exact_step.hpp, "Layers"), and BatchNorm, whose statistics are exact sums over micro-batches
+// and ranks inside the layer (exact_step.hpp, "BatchNorm / SyncBN").
 void check_exact_layers(const Sequential& model) {
-  static const std::vector<std::string> kSupported = {"linear",    "conv2d",  "maxpool2d",
-                                                      "relu",      "flatten", "dropout"};
+  static const std::vector<std::string> kSupported = {"linear",  "conv2d",  "maxpool2d", "relu",
+                                                      "flatten", "dropout", "batchnorm"};
   for (std::size_t i = 0; i < model.num_layers(); ++i) {
     const std::string kind = model.layer(i).kind();
     if (std::find(kSupported.begin(), kSupported.end(), kind) == kSupported.end())
@@ -48,7 +50,33 @@ void check_exact_layers(const Sequential& model) {
   }
 }
 
-ExactGradient::ExactGradient(const ParameterStore& params) : sum_(tensor_blocks(params)) {}
+ExactGradient::ExactGradient(const Sequential& model)
+    : sum_(tensor_blocks(model.parameters())), gradient_(model.parameters().grads().data()) {
+  for (const ParameterEntry& e : model.parameters().entries()) {
+    tensors_.push_back({e.offset, e.size});
+    if (model.layer(e.layer).kind() == "batchnorm") totals_.push_back({e.offset, e.size});
+  }
+  std::size_t saved = 0;
+  for (const Range& r : totals_) saved += r.size;
+  saved_.resize(saved);
+}
+
+void ExactGradient::Sink::add(std::span<const float> gradient) const {
+  // The view's offset in the gradient buffer names its tensor (compared as addresses: a span
+  // of another buffer matches no tensor).
+  const auto base = reinterpret_cast<std::uintptr_t>(owner_.gradient_);
+  const auto at = reinterpret_cast<std::uintptr_t>(gradient.data());
+  const std::vector<Range>& tensors = owner_.tensors_;
+  const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const Range& r) {
+    return at == base + r.offset * sizeof(float) && gradient.size() == r.size;
+  });
+  if (it == tensors.end())
+    throw Error(
+        fmt::format("exact gradient sink: a span of {} floats that is not a parameter "
+                    "tensor's gradient view",
+                    gradient.size()));
+  owner_.sum_.add_block(static_cast<std::size_t>(it - tensors.begin()), gradient);
+}
 
 void ExactGradient::poison() {
   if (sum_.size() == 0) return;
@@ -58,7 +86,16 @@ void ExactGradient::poison() {
 
 bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<float> gradient) {
   collectives::allreduce_exact(comm, sum_);
+  // BatchNorm's totals: kept aside while the whole buffer is rounded (their blocks are empty)
+  auto saved = saved_.begin();
+  for (const Range& r : totals_)
+    saved = std::copy_n(gradient.begin() + std::ptrdiff_t(r.offset), r.size, saved);
   sum_.to_float(gradient);
+  auto restore = saved_.cbegin();
+  for (const Range& r : totals_) {
+    std::copy_n(restore, r.size, gradient.begin() + std::ptrdiff_t(r.offset));
+    restore += std::ptrdiff_t(r.size);
+  }
   collectives::allreduce_exact(comm, loss_);
   float loss = 0.0f;
   loss_.to_float(std::span(&loss, 1));

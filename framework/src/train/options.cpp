@@ -237,8 +237,9 @@ std::vector<TrainOption> optimizer_options() {
   };
 }
 
-// --reduction exact (exact_step.hpp): every local batch a whole number of micro-batches, and
-// none of the options whose sums the exact step does not make exact yet.
+// --reduction exact (exact_step.hpp): every local batch a whole number of micro-batches, not
+// per-rank BatchNorm (--sync-bn off), and none of the options whose sums the exact step does
+// not make exact yet.
 void check_exact(const TrainConfig& c, int world_size) {
   const std::size_t m = c.exact_micro_batch;
   require(m > 0, "--exact-micro-batch 0: a micro-batch holds at least one sample");
@@ -263,9 +264,12 @@ void check_exact(const TrainConfig& c, int world_size) {
                                 ? "--collective mpi or hierarchical"
                             : c.bucket_bytes != 0              ? "--bucket-bytes"
                             : c.overlap == Overlap::kAlternate ? "--overlap alternate"
-                            : c.sync_bn == SyncBn::kOn         ? "--sync-bn on"
                             : c.blas_threads > 1               ? "--blas-threads above 1"
                                                                : nullptr;
+  require(c.sync_bn != SyncBn::kOff,
+          "--reduction exact with --sync-bn off: exact promises the update one process computes "
+          "on the whole batch, and BatchNorm statistics per rank are not that update; use "
+          "--sync-bn on (or auto)");
   require(unsupported == nullptr,
           fmt::format("--reduction exact does not support {} yet: the exact step sums the whole "
                       "gradient in one exact allreduce after backward, with the BLAS on one "

@@ -117,18 +117,31 @@ class ExactSum {
   // onto the same grid, so the bound above holds with X over every term. A finite double
   // beyond 2^159 does not fit any window: ExactSumError, nothing is changed.
   void add(std::span<const double> terms);
+  // element begin(block) + j += terms[j], for the elements of one block only (a layer adding
+  // one tensor's partial: the exact step of models with BatchNorm, exact_step.hpp). The words
+  // are those add() gives for a term that is zero outside the block. terms.size() must equal
+  // block_size(block); throws ExactSumError, changing nothing, when the block already holds
+  // kMaxTerms terms.
+  void add_block(std::size_t block, std::span<const float> terms);
   // this += other, exactly (same blocks; the term counts add and are checked as in add()).
   void merge(const ExactSum& other);
   // out[i] <- the sum of element i, rounded to float32 once (out.size() == size()).
   void to_float(std::span<float> out) const;
+  // out[i] <- the sum of element i as a double: hi·2^(g+40) + lo·2^g rounded once (both
+  // parts are exact doubles), so a function of the words alone (BatchNorm's statistics,
+  // which are kept in double). Non-finite elements as in to_float. out.size() == size().
+  void to_double(std::span<double> out) const;
   // out[j] <- the sum of element first + j whose words are hi[j], lo[j] (words summed
   // elsewhere, e.g. a rank's chunk after a reduce-scatter), with this sum's windows and flags.
   void round_range(std::size_t first, std::span<const std::int64_t> hi,
                    std::span<const std::int64_t> lo, std::span<float> out) const;
 
-  // A block's window top bin, the number of terms added, whether any term was non-finite.
+  // A block's window top bin; terms(): the most terms any block holds (every block's count
+  // when only add() is used; after allreduce_exact the sum over ranks of each rank's most,
+  // a bound on every block's total); whether any term was non-finite.
   int top(std::size_t block = 0) const { return tops_[block]; }
   std::int64_t terms() const { return words_[2 * elements_]; }
+  std::int64_t block_terms(std::size_t block) const { return block_terms_[block]; }
   bool any_non_finite() const { return any_non_finite_; }
   // Raises a block's window to `top` (>= top(block), <= kMaxTop): drops bins below it.
   void raise_top(std::size_t block, int top);
@@ -141,13 +154,16 @@ class ExactSum {
  private:
   template <typename T>
   void add_terms(std::span<const T> terms);
+  template <typename T>
+  int scan_block(std::size_t block, std::span<const T> terms, bool& non_finite) const;
   int grid(std::size_t block) const { return kBinOffset + kBinBits * (tops_[block] - 1); }
 
   std::size_t elements_ = 0;
-  std::vector<std::size_t> begin_;   // (blocks + 1): first element of each block, then M
-  std::vector<int> tops_;            // (blocks): each block's window
-  std::vector<std::int64_t> words_;  // (2·M + 1): hi bins, lo bins, term count
-  std::vector<std::uint8_t> flags_;  // (M): kSaw* of non-finite terms
+  std::vector<std::size_t> begin_;         // (blocks + 1): first element of each block, then M
+  std::vector<int> tops_;                  // (blocks): each block's window
+  std::vector<std::int64_t> words_;        // (2·M + 1): hi bins, lo bins, term count
+  std::vector<std::uint8_t> flags_;        // (M): kSaw* of non-finite terms
+  std::vector<std::int64_t> block_terms_;  // (blocks): terms added here (add, add_block, merge)
   bool any_non_finite_ = false;
 };
 

@@ -24,7 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/tensor.hpp"
+
+namespace ringtrain::collectives {
+class ExactSum;  // collectives/exact_sum.hpp
+}
 
 namespace ringtrain {
 
@@ -46,10 +51,26 @@ struct ParamSpec {
 
 // Sums a few per-channel statistics over all ranks (SyncBatchNorm). Collective: every rank
 // calls it the same number of times with the same size, also ranks with n = 0.
+// sum_exact: the same for an exact accumulator (--reduction exact): afterwards every rank
+// holds the total of every rank's terms (collectives::allreduce_exact), whatever the split.
 class CrossRankSum {
  public:
   virtual ~CrossRankSum() = default;
   virtual void sum(std::span<double> values) const = 0;
+  virtual void sum_exact(collectives::ExactSum& sum) const {
+    (void)sum;
+    throw Error("this cross-rank sum has no exact form (--reduction exact needs one)");
+  }
+};
+
+// Where a layer puts its parameter gradients per micro-batch with --reduction exact
+// (train/exact_step.hpp): add(gradient) adds the current contents of `gradient`, one of the
+// layer's gradient views from bind(), as one term of that tensor's block of the step's exact
+// sum. The view's place in the model's gradient buffer names the tensor.
+class ExactGradientSink {
+ public:
+  virtual ~ExactGradientSink() = default;
+  virtual void add(std::span<const float> gradient) const = 0;
 };
 
 // What a layer may need to know about the step besides its input.
@@ -59,6 +80,14 @@ struct StepContext {
   std::size_t layer_index = 0;                // set by Sequential: keys per-layer randomness
   std::span<const std::uint64_t> sample_ids;  // global dataset index of each row (dropout)
   const CrossRankSum* cross_rank = nullptr;   // null: batch statistics of this rank only
+  // --reduction exact (train/exact_step.hpp): > 0 makes a layer whose result depends on the
+  // batch (BatchNorm) sum its statistics per micro-batch of this many rows, aligned to the
+  // rank's first row, in exact accumulators (cross_rank->sum_exact). 0: the float/double path.
+  std::size_t exact_micro_batch = 0;
+  // With exact_micro_batch: layers whose parameter gradient is a sum over rows (Linear) run
+  // their products per micro-batch and hand each micro-batch's gradient to this sink, which
+  // then holds the call's gradient (the layer's views hold the last micro-batch's only).
+  const ExactGradientSink* exact_gradient = nullptr;
   // Called by a layer between pieces of long work in backward (a convolution between
   // samples, a linear layer between its two products) so that gradient rings in flight
   // advance (gradient_reducer.hpp). Null: nobody listens. It never touches the layer's data;

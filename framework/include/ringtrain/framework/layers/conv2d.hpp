@@ -22,6 +22,12 @@
 // same sums: bitwise the same results at 1, 2 or 3 threads. Threads beyond kParts add nothing
 // to a convolution.
 //
+// Exact micro-batches (ctx.exact_micro_batch = m > 0, --reduction exact, train/exact_step.hpp):
+// forward and backward run each chunk of m rows from the call's first row (the last may be
+// shorter) as a call of its own, and backward hands each chunk's dW, db to ctx.exact_gradient
+// (layer.hpp), so one call on n rows gives the bits of one call per micro-batch. Winograd
+// keeps no V in such a forward; backward transforms each chunk's inputs again.
+//
 // Algorithm. A 5x5 kernel at stride 1 between layers of >= 8 channels (the cnn's second
 // layer) runs by Winograd's F(4x4, 5x5) instead (winograd.hpp: 64 products per 4x4 outputs
 // instead of 400), forward and backward. Its backward is the exact transpose of the
@@ -89,6 +95,9 @@ class Conv2d final : public Layer {
   // Runs body(part, first_sample, end_sample) for each part of n samples, in parallel.
   template <typename Body>
   void for_each_part(std::size_t n, std::size_t parts, Body&& body);
+  void forward_rows(const float* x, float* y, std::size_t n, bool keep);
+  void backward_rows(const float* x, const float* dy, float* dx, std::size_t n,
+                     const StepContext& ctx);
   void forward_samples(const float* x, float* y, std::size_t begin, std::size_t end,
                        PartWorkspace& ws);
   // poll: the step's communication poll, called after each sample (part 0 only), or null.

@@ -124,6 +124,12 @@ struct Workspace {
 void convolve(const Geometry& g, const float* u, const float* bias, const float* x, std::size_t n,
               float* y, Workspace& ws, bool keep_for_backward, const StepContext* poll = nullptr);
 
+// Keeps V of the images [0, n) of x on ws for backward(), as convolve(..., keep_for_backward =
+// true) does, without the products and y: the same groups of ws.images, the same bits. For a
+// caller whose later convolve() calls overwrote the kept V (Conv2d's exact micro-batches).
+// Throws Error if n is more than ws.backward_images.
+void keep_inputs(const Geometry& g, const float* x, std::size_t n, Workspace& ws);
+
 // The exact adjoint of the last convolve(g, u, ., x, n, ...) on ws, given dy (n, out_c, ho, wo):
 //   dM = A dY Aᵀ per tile                              (the adjoint of the output transform)
 //   du[ξν] = Σ_groups dM[ξν] · V[ξν]ᵀ                  (64, out_c, in_c), overwritten

@@ -45,15 +45,48 @@
 // thread). A micro-batch is one forward/backward call of n = m rows (or fewer, for the last
 // micro-batch of a short batch, which lies on one rank whatever the split), so its conv
 // gradient depends only on its samples and n, for any m: groups start at the call's parts,
-// never at another micro-batch's samples. check_exact_layers refuses the others (BatchNorm's
-// statistics are not split-independent yet, bench/README-exact.md).
+// never at another micro-batch's samples. BatchNorm: below. check_exact_layers refuses others.
+//
+// BatchNorm / SyncBN. A per-micro-batch loop cannot hold BatchNorm with the one-process
+// meaning: no sample can be normalised before the statistics of all B samples (every
+// micro-batch of every rank) are known, and no dx before Σdy, Σdy·x̂ of all of them. So for a
+// model with BatchNorm the step changes shape (data_parallel_step_exact.cpp,
+// exact_whole_batch):
+//   a. one call     forward and backward run ONCE on the rank's whole local batch, with
+//                   ctx.exact_micro_batch = m; the layers whose results depend on the batch
+//                   work per micro-batch inside the call, on rows [j·m, (j+1)·m) of it.
+//   b. products     Linear and Conv2d run each product per chunk of m rows: the same calls,
+//                   shapes and thread count as the per-micro-batch loop, so the same bits
+//                   (tests/framework/exact_chunks_test.cpp). Their dW, db of chunk j go into
+//                   their tensor's block of this accumulator (ExactSum::add_block) through
+//                   ctx.exact_gradient = sink() (layer.hpp: ExactGradientSink; a view's
+//                   offset in the gradient buffer names the block). Winograd keeps no V in
+//                   such a forward (the next chunk would overwrite it): backward transforms
+//                   each chunk's inputs again (winograd::keep_inputs, the same bits).
+//   c. BatchNorm    per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂
+//                   (backward), in double, each one term of a small accumulator inside the
+//                   layer, summed over ranks by ctx.cross_rank->sum_exact (allreduce_exact:
+//                   three small collectives per layer per step) and rounded to double once;
+//                   μ, σ², y, dx and the running statistics follow from the totals, the same
+//                   bits for any split. dγ, dβ are then the global totals on every rank, so
+//                   they take no terms here: their blocks stay empty and sum_into puts the
+//                   layer's values back after rounding the buffer (not summed twice).
+//   d. loss         per micro-batch of the logits' rows, in sample order, as in the loop.
+// Nothing else changes: one allreduce_exact of the gradient, one rounding, the optimizer.
+// Models without BatchNorm keep the per-micro-batch loop (the chunked layers give its bits,
+// exact_chunks_test.cpp; the loop keeps Winograd's V instead of transforming inputs twice).
+// --sync-bn off (each rank normalising by its own rows) depends on the split by definition:
+// refused with --reduction exact (options.cpp); at N = 1 the layer's sums are the batch's (no
+// cross_rank).
 #pragma once
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/parameters.hpp"
 #include "ringtrain/framework/sequential.hpp"
 
@@ -66,11 +99,17 @@ inline constexpr std::size_t kExactMaxMicroBatches =
 // Throws UsageError naming the first layer the exact step does not support yet.
 void check_exact_layers(const Sequential& model);
 
-// One step's exact gradient sum over micro-batches and ranks.
+// One step's exact gradient sum over micro-batches and ranks. Terms come from the step (add:
+// the whole gradient buffer per micro-batch) or from the layers (sink(): one tensor's
+// gradient view per micro-batch, into its block).
 class ExactGradient {
  public:
-  // One block per parameter tensor of `params`, in buffer order.
-  explicit ExactGradient(const ParameterStore& params);
+  // One block per parameter tensor of `model`, in buffer order. BatchNorm's tensors are
+  // totals over every rank after its exact backward (layers/batchnorm.hpp, "Exact"): their
+  // blocks take no terms from the layers, and sum_into leaves them as the layer wrote them.
+  explicit ExactGradient(const Sequential& model);
+  ExactGradient(const ExactGradient&) = delete;
+  ExactGradient& operator=(const ExactGradient&) = delete;
 
   // Starts a step: no terms.
   void clear() {
@@ -81,20 +120,42 @@ class ExactGradient {
   void add(std::span<const float> partial) { sum_.add(partial); }
   // Adds one micro-batch's loss sum (not scaled) as one term.
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
+  // For ctx.exact_gradient (layer.hpp): add(view) adds a parameter tensor's gradient view
+  // (a span of the model's gradient buffer, as bind() gave it) as one term of its block;
+  // throws Error for any other span.
+  const ExactGradientSink& sink() const { return sink_; }
   // Marks the sum not finite (a non-finite loss or an injected fault): every rank skips.
   void poison();
   // gradient <- the sum over ranks of every rank's partials, rounded once (the same bits on
-  // every rank). Returns whether every element is finite (then the same on every rank).
-  // Collective.
+  // every rank), except BatchNorm's tensors, left as they are. Returns whether every element
+  // is finite (then the same on every rank). Collective.
   // Also sums the losses over ranks: loss() is then the step's loss sum, the same bits on
   // every rank.
   bool sum_into(const collectives::Communicator& comm, std::span<float> gradient);
   double loss() const { return loss_total_; }
 
  private:
+  // The layers' sink: a view of the gradient buffer into its tensor's block.
+  class Sink final : public ExactGradientSink {
+   public:
+    explicit Sink(ExactGradient& owner) : owner_(owner) {}
+    void add(std::span<const float> gradient) const override;
+
+   private:
+    ExactGradient& owner_;
+  };
+  struct Range {  // elements [offset, offset + size) of the gradient buffer
+    std::size_t offset, size;
+  };
+
   collectives::ExactSum sum_;
   collectives::ExactSum loss_{1};
   double loss_total_ = 0.0;
+  Sink sink_{*this};
+  const float* gradient_ = nullptr;  // the model's gradient buffer (the views' base)
+  std::vector<Range> tensors_;       // every tensor, in buffer order: block b is tensors_[b]
+  std::vector<Range> totals_;        // BatchNorm's tensors: left out of sum_into's rounding
+  std::vector<float> saved_;         // their values while sum_into rounds the buffer
 };
 
 }  // namespace ringtrain
