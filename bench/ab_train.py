@@ -144,13 +144,19 @@ def main():
                   % (label, statistics.median(values), " ".join("%.2f" % v for v in values)))
     if args.spans:
         print("spans, rank 0 main thread, ms per step (median over rounds), largest first:")
-        names = sorted(spans["A"], key=lambda k: -statistics.median(spans["A"][k]))
+        # Names of one side only (two settings with different steps, e.g. --reduction
+        # exact against sum-scaled) are listed too, with "-" for the other side.
+        def ms(side, name):
+            return statistics.median(spans[side][name]) * 1e3 if name in spans[side] else None
+        names = sorted(set(spans["A"]) | set(spans["B"]),
+                       key=lambda k: -max(ms("A", k) or 0.0, ms("B", k) or 0.0))
         for name in names:
-            a = statistics.median(spans["A"][name])
-            if name not in spans["B"] or a < 1e-5:
+            a, b = ms("A", name), ms("B", name)
+            if max(a or 0.0, b or 0.0) < 1e-2:
                 continue
-            b = statistics.median(spans["B"][name])
-            print("  %-32s A %7.3f  B %7.3f  B/A %.2f" % (name, a * 1e3, b * 1e3, b / a))
+            ratio = "B/A %.2f" % (b / a) if a and b else ""
+            print("  %-36s A %7s  B %7s  %s" % (name[:36], "-" if a is None else "%.3f" % a,
+                                                "-" if b is None else "%.3f" % b, ratio))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,7 @@ ExactSum::ExactSum(std::span<const std::size_t> block_sizes)
   words_.assign(2 * elements_ + 1, 0);
   flags_.assign(elements_, 0);
   block_terms_.assign(tops_.size(), 0);
+  zero_.assign(tops_.size(), 1);
 }
 
 void ExactSum::clear() {
@@ -99,6 +100,7 @@ void ExactSum::clear() {
   std::fill(flags_.begin(), flags_.end(), 0);
   std::fill(tops_.begin(), tops_.end(), kMinTop);
   std::fill(block_terms_.begin(), block_terms_.end(), 0);
+  std::fill(zero_.begin(), zero_.end(), char{1});
   any_non_finite_ = false;
 }
 
@@ -109,6 +111,10 @@ void ExactSum::raise_top(std::size_t block, int top) {
                         " is not in [current, " + std::to_string(kMaxTop) + "]");
   const int shift = top - tops_[block];
   if (shift == 0) return;
+  if (zero_[block]) {  // zeros at any window: nothing to move (the first term of a step)
+    tops_[block] = top;
+    return;
+  }
   const auto begin = static_cast<std::ptrdiff_t>(begin_[block]);
   const auto end = static_cast<std::ptrdiff_t>(begin_[block + 1]);
   const auto M = static_cast<std::ptrdiff_t>(elements_);
@@ -268,6 +274,7 @@ void ExactSum::add_terms(std::span<const T> terms) {
     raise_top(b, tops[b]);
     deposit(terms.subspan(begin_[b], begin_[b + 1] - begin_[b]), grid(b), words_.data() + begin_[b],
             words_.data() + elements_ + begin_[b]);
+    zero_[b] = 0;
   }
   for (std::int64_t& count : block_terms_) ++count;
   ++words_[2 * elements_];
@@ -304,6 +311,7 @@ void ExactSum::add_block(std::size_t block, std::span<const float> terms) {
   raise_top(block, top);
   deposit(terms, grid(block), words_.data() + begin_[block],
           words_.data() + elements_ + begin_[block]);
+  zero_[block] = 0;
   ++block_terms_[block];
   words_[2 * elements_] = std::max(words_[2 * elements_], block_terms_[block]);
 }
@@ -330,7 +338,10 @@ void ExactSum::merge(const ExactSum& other) {
       for (std::size_t i = begin; i < end; ++i) words_[M + i] += other.words_[i];
     }
   }
-  for (std::size_t b = 0; b < tops_.size(); ++b) block_terms_[b] += other.block_terms_[b];
+  for (std::size_t b = 0; b < tops_.size(); ++b) {
+    block_terms_[b] += other.block_terms_[b];
+    zero_[b] = zero_[b] && other.zero_[b];
+  }
   // the most terms any block holds (no blocks: the counts simply add)
   words_[2 * M] = block_terms_.empty()
                       ? words_[2 * M] + other.words_[2 * M]

@@ -312,6 +312,38 @@ TEST_CASE("exact sum: any order and grouping gives the same bits; float sums do 
   REQUIRE_ALL_RANKS(facts);
 }
 
+// clear() must leave nothing behind: the first term of a step raises the windows without
+// moving words (they are known to be zero), so a cleared accumulator whose windows and words
+// were high must, refilled, hold the words of a new one, including after words() handed its
+// words out (the allreduce writes them) and after add_block.
+TEST_CASE("exact sum: a cleared accumulator refilled holds a new one's words") {
+  Facts facts;
+  const std::size_t T = 12;
+  const Terms big = make_terms(T, 33, 60, 100, 21);  // high windows, large words
+  const Terms small = scale_per_term(make_terms(T, 33, -8, 8, 22), -110, 110, 23);
+  const std::vector<std::size_t> blocks{20, 13};
+  ExactSum fresh = exact_words(small, iota(T), blocks);
+  for (int reuse = 0; reuse < 3; ++reuse) {
+    ExactSum sum = exact_words(big, iota(T), blocks);
+    if (reuse == 1) sum.words()[0] += 1;  // a writer through words(), as the allreduce
+    if (reuse == 2) sum.add_block(1, std::span(big[0]).subspan(20));
+    sum.clear();
+    for (std::size_t t = 0; t < T; ++t) sum.add(small[t]);
+    std::vector<float> a(33), b(33);
+    sum.to_float(a);
+    fresh.to_float(b);
+    facts.check(sum.top(0) == fresh.top(0) && sum.top(1) == fresh.top(1) &&
+                    std::ranges::equal(sum.words(), fresh.words()) && same_bits(a, b),
+                "reuse " + std::to_string(reuse) + ": the refilled sum differs from a new one");
+  }
+  ExactSum written(4);  // words written through words() move when the window rises
+  written.words()[1] = 5;
+  written.raise_top(0, ExactSum::kMinTop + 1);
+  facts.check(written.words()[4 + 1] == 5 && written.words()[1] == 0,
+              "a word written through words() was not moved down by raise_top");
+  REQUIRE_ALL_RANKS(facts);
+}
+
 TEST_CASE("exact sum: error against an exact reference within the header's bound") {
   Facts facts;
   const std::size_t T = 48, M = 301;

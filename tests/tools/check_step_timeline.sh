@@ -2,8 +2,9 @@
 # check_step_timeline.sh RINGTRAIN MPIEXEC SCRIPT
 # bench/step_timeline.py on a tiny traced run (mlp 784-16-10, N=2, --zero 1 --overlap off,
 # 8 steps, 2 skipped): each rank's forward, backward and optimizer rows appear over 6 steps,
-# in that order, and the two waits of ZeRO-1 are numbered. A run without trace.json and a
-# negative --skip are refused with a message.
+# in that order, and the two waits of ZeRO-1 are numbered. The exact step (--reduction exact,
+# 32 samples per rank, m = 16) shows its two micro-batches' passes and adds, then the sum over
+# ranks, in order. A run without trace.json and a negative --skip are refused with a message.
 set -euo pipefail
 ringtrain=$1 mpiexec=$2 script=$3
 /usr/bin/python3 -c "import statistics" 2>/dev/null || {
@@ -19,6 +20,19 @@ for rank in 0 1; do
     printf '%s\n' "$rows" | grep -qE "^  wait for communication #1 .* 6$" &&
     printf '%s\n' "$rows" | grep -qE "^  wait for communication #2 .* 6$" ||
     { cat "$out/stdout.txt"; echo "FAIL: rank $rank: rows '$order' or the numbered waits"; exit 1; }
+done
+MPIEXEC_TIMEOUT=60 "$mpiexec" -n 2 "$ringtrain" train --model mlp --mlp-hidden 16 --steps 8 \
+  --no-eval --quiet --global-batch 64 --reduction exact --exact-micro-batch 16 --trace-steps 8 \
+  --run-dir "$out/exact" >/dev/null
+/usr/bin/python3 "$script" "$out/exact" --skip 2 >"$out/exact.txt"
+want="data|exact: forward, loss, backward #1|exact: add to the accumulator #1|\
+exact: forward, loss, backward #2|exact: add to the accumulator #2|\
+exact: sum over ranks and round|exact: loss over ranks|optimizer|"
+for rank in 0 1; do
+  rows=$(awk -v r="rank $rank" '$0 == r {on = 1; next} /^rank / {on = 0} on' "$out/exact.txt" |
+    sed -nE 's/^  (data|exact: [^#]*[a-z0-9](| #[0-9])|optimizer)  +compute .* 6$/\1/p' | tr '\n' '|')
+  [[ $rows == "$want" ]] ||
+    { cat "$out/exact.txt"; echo "FAIL: exact step, rank $rank: rows '$rows'"; exit 1; }
 done
 set +e
 /usr/bin/python3 "$script" "$out" >"$out/none.txt" 2>&1; rc_none=$?

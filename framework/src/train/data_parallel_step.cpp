@@ -59,8 +59,7 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   targets_.resize(max_local * train.num_targets);
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
-  if (plan_.reduction == Reduction::kExact)
-    exact_ = std::make_unique<ExactGradient>(model);
+  if (plan_.reduction == Reduction::kExact) exact_ = std::make_unique<ExactGradient>(model, trace_);
 
   if (trace_) {
     for (std::size_t i = 0; i < model.num_layers(); ++i) {
@@ -71,6 +70,7 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
     data_name_ = trace_->name("data");
     loss_name_ = trace_->name("loss");
     optimizer_name_ = trace_->name("optimizer");
+    exact_pass_name_ = trace_->name("exact: forward, loss, backward");
   }
   forward_hook_ = [this](std::size_t layer) { on_forward_layer(layer); };
   backward_hook_ = [this](std::size_t layer) { on_backward_layer(layer); };

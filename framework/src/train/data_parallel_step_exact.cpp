@@ -23,11 +23,12 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
   times_ = StepTimes{};
   times_.overlap = false;
   if (trace_) trace_->begin_step(step);
-  traced_ = false;  // the exact step records no spans yet
+  traced_ = trace_ && trace_->recording();
   watchdog_.enter("forward/backward", step);
 
   const std::size_t n = take_slice(batch);
   const double t_data = now_s();
+  if (traced_) trace_->span(data_name_, 0, t0, t_data);
   const double loss_sum = exact_micro_batches(n, batch.samples.size());
   const double t_backward = now_s();
   const bool applied = exact_sum_and_update(std::isfinite(loss_sum));
@@ -53,7 +54,9 @@ double DataParallelStep::exact_micro_batches(std::size_t n, std::size_t global_s
   double loss_sum = 0.0;
   for (std::size_t first = 0; first < n; first += m) {
     const std::size_t rows = std::min(m, n - first);
+    const double t0 = now_s();
     const double micro_batch_loss = exact_micro_batch(first, rows, global_samples);
+    if (traced_) trace_->span(exact_pass_name_, 0, t0, now_s());
     loss_sum += micro_batch_loss;
     exact_->add(model_.parameters().grads());
     exact_->add_loss(micro_batch_loss);
@@ -93,6 +96,7 @@ double DataParallelStep::exact_whole_batch(std::size_t n, std::size_t global_sam
   ctx.poll = nullptr;  // no rings in flight
   ctx.exact_micro_batch = m;
   ctx.exact_gradient = &exact_->sink();
+  const double t0 = now_s();
   const auto outputs = model_.forward(std::span<const float>(inputs_).first(n * pixels), n, ctx);
   double loss_sum = 0.0;
   for (std::size_t first = 0; first < n; first += m) {
@@ -104,6 +108,8 @@ double DataParallelStep::exact_whole_batch(std::size_t n, std::size_t global_sam
     exact_->add_loss(micro_batch_loss);
   }
   model_.backward(std::span(dlogits_).first(n * width), n, ctx);
+  // The layers' adds into the exact sum are spans of their own inside this one.
+  if (traced_) trace_->span(exact_pass_name_, 0, t0, now_s());
   return loss_sum;
 }
 
@@ -143,7 +149,9 @@ bool DataParallelStep::exact_sum_and_update(bool local_ok) {
   } else if (applied) {
     optimizer_->begin_step();
     optimizer_->update(0, params.values(), params.grads(), learning_rate(step_));
-    times_.optimizer_s = now_s() - t1;
+    const double t2 = now_s();
+    times_.optimizer_s = t2 - t1;
+    if (traced_) trace_->span(optimizer_name_, 0, t1, t2);
   }
   faults_.after_update(comm_.rank(), step_, params.values());
   watchdog_.leave();

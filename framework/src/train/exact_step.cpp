@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
 namespace {
@@ -50,8 +51,10 @@ void check_exact_layers(const Sequential& model) {
   }
 }
 
-ExactGradient::ExactGradient(const Sequential& model)
-    : sum_(tensor_blocks(model.parameters())), gradient_(model.parameters().grads().data()) {
+ExactGradient::ExactGradient(const Sequential& model, Trace* trace)
+    : sum_(tensor_blocks(model.parameters())),
+      gradient_(model.parameters().grads().data()),
+      trace_(trace) {
   for (const ParameterEntry& e : model.parameters().entries()) {
     tensors_.push_back({e.offset, e.size});
     if (model.layer(e.layer).kind() == "batchnorm") totals_.push_back({e.offset, e.size});
@@ -59,6 +62,21 @@ ExactGradient::ExactGradient(const Sequential& model)
   std::size_t saved = 0;
   for (const Range& r : totals_) saved += r.size;
   saved_.resize(saved);
+  if (trace_) {
+    add_name_ = trace_->name("exact: add to the accumulator");
+    sum_name_ = trace_->name("exact: sum over ranks and round");
+    loss_name_ = trace_->name("exact: loss over ranks");
+  }
+}
+
+void ExactGradient::span(std::size_t name, double begin_s) const {
+  if (trace_ && trace_->recording()) trace_->span(name, 0, begin_s, now_s());
+}
+
+void ExactGradient::add(std::span<const float> partial) {
+  const double t0 = now_s();
+  sum_.add(partial);
+  span(add_name_, t0);
 }
 
 void ExactGradient::Sink::add(std::span<const float> gradient) const {
@@ -75,7 +93,9 @@ void ExactGradient::Sink::add(std::span<const float> gradient) const {
         fmt::format("exact gradient sink: a span of {} floats that is not a parameter "
                     "tensor's gradient view",
                     gradient.size()));
+  const double t0 = now_s();
   owner_.sum_.add_block(static_cast<std::size_t>(it - tensors.begin()), gradient);
+  owner_.span(owner_.add_name_, t0);
 }
 
 void ExactGradient::poison() {
@@ -85,21 +105,25 @@ void ExactGradient::poison() {
 }
 
 bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<float> gradient) {
-  collectives::allreduce_exact(comm, sum_);
+  const double t0 = now_s();
   // BatchNorm's totals: kept aside while the whole buffer is rounded (their blocks are empty)
   auto saved = saved_.begin();
   for (const Range& r : totals_)
     saved = std::copy_n(gradient.begin() + std::ptrdiff_t(r.offset), r.size, saved);
-  sum_.to_float(gradient);
+  // Each rank sums and rounds its chunk of the words, then the ring all-gathers the floats.
+  collectives::allreduce_exact(comm, sum_, gradient);
   auto restore = saved_.cbegin();
   for (const Range& r : totals_) {
     std::copy_n(restore, r.size, gradient.begin() + std::ptrdiff_t(r.offset));
     restore += std::ptrdiff_t(r.size);
   }
+  span(sum_name_, t0);
+  const double t2 = now_s();
   collectives::allreduce_exact(comm, loss_);
   float loss = 0.0f;
   loss_.to_float(std::span(&loss, 1));
   loss_total_ = loss;
+  span(loss_name_, t2);
   return std::all_of(gradient.begin(), gradient.end(), [](float g) { return std::isfinite(g); });
 }
 

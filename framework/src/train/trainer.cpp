@@ -315,9 +315,16 @@ void TrainingRun::build_step() {
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
   double origin[1] = {leader_ ? now_s() : 0.0};  // rank 0's start, on rank 0's clock
   if (world > 1) coll::allreduce_sum(comm_, std::span<double>(origin));
+  const std::size_t max_local =
+      *std::max_element(facts_.local_batches.begin(), facts_.local_batches.end());
+  const std::size_t exact_passes =  // --reduction exact: a pass and its adds per micro-batch
+      facts_.reduction == Reduction::kExact
+          ? (max_local / std::max<std::size_t>(config_.exact_micro_batch, 1) + 1) *
+                (model_.parameters().count() + 2)
+          : 0;
   const std::size_t events_per_step =
       2 * model_.num_layers() + 3 * model_.parameters().count() +
-      model_.parameters().num_elements() / reducer.update_piece_elements + 16;
+      model_.parameters().num_elements() / reducer.update_piece_elements + exact_passes + 16;
   trace_ = std::make_unique<Trace>(config_.trace_steps, events_per_step, origin[0], clock.offset_s,
                                    clock.uncertainty_s);
   eval_name_ = trace_->name("evaluation");

@@ -71,6 +71,7 @@
 // exact or correctly rounded, so both give the same bits.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -147,7 +148,10 @@ class ExactSum {
   void raise_top(std::size_t block, int top);
 
   // For the allreduce: (2·M + 1) int64: bin top (M), bin top−1 (M), then the term count.
-  std::span<std::int64_t> words() { return words_; }
+  std::span<std::int64_t> words() {
+    std::fill(zero_.begin(), zero_.end(), char{0});  // the caller may write any words
+    return words_;
+  }
   std::span<std::uint8_t> flags() { return flags_; }
   void set_non_finite(bool any) { any_non_finite_ = any; }
 
@@ -164,6 +168,8 @@ class ExactSum {
   std::vector<std::int64_t> words_;        // (2·M + 1): hi bins, lo bins, term count
   std::vector<std::uint8_t> flags_;        // (M): kSaw* of non-finite terms
   std::vector<std::int64_t> block_terms_;  // (blocks): terms added here (add, add_block, merge)
+  std::vector<char> zero_;                 // (blocks): every word is known to be 0 (raise_top
+                                           // then has nothing to move)
   bool any_non_finite_ = false;
 };
 

@@ -135,6 +135,7 @@ class DataParallelStep {
   // Span names in the trace.
   std::vector<std::size_t> forward_names_, backward_names_;
   std::size_t data_name_ = 0, loss_name_ = 0, optimizer_name_ = 0;
+  std::size_t exact_pass_name_ = 0;  // --reduction exact: a micro-batch's (or the batch's) pass
 
   // The hooks that forward, backward and the reducer call, made once (a lambda turned into a
   // std::function each step would allocate); they read the step's state below.

@@ -21,9 +21,11 @@
 //   3. exact sums      each partial is added into an ExactSum (collectives/exact_sum.hpp),
 //                      one block per parameter tensor; integer addition is associative, so
 //                      neither the split over ranks nor the order of the partials matters.
-//   4. one rounding    allreduce_exact sums the ranks' integer words; every rank rounds the
-//                      total to float32 once, into the gradient buffer, and the optimizer
-//                      (elementwise, independent of N) runs unchanged.
+//   4. one rounding    allreduce_exact (its reduce-scatter form) sums the ranks' integer
+//                      words, each rank rounding its chunk of the totals to float32 once; the
+//                      ring all-gathers the floats into every rank's gradient buffer (the
+//                      same bits everywhere), and the optimizer (elementwise, independent of
+//                      N) runs unchanged.
 //   5. the loss       each micro-batch's loss sum (a double over its m samples, not scaled)
 //                      is one term of a one-element ExactSum, summed over ranks the same way
 //                      and rounded to float32 once: the logged loss has the same bits for any
@@ -31,6 +33,11 @@
 //                      and the other ranks report 0, so the window's sum over ranks is exact.
 //   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
 //   bitwise at another N.
+//   Trace (--trace-steps): on lane 0, "exact: forward, loss, backward" per micro-batch (one
+//   for the whole batch of a BatchNorm model), "exact: add to the accumulator" per add (for
+//   BatchNorm models per tensor, inside the pass), "exact: sum over ranks and round",
+//   "exact: loss over ranks" and "optimizer": bench/README-exact.md splits the step's cost
+//   with them.
 //
 // Error bound, per element, against the exact sum S of the n = B/m partials (each partial a
 // float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^-40, u = 2^-24, X the largest
@@ -89,6 +96,7 @@
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/parameters.hpp"
 #include "ringtrain/framework/sequential.hpp"
+#include "ringtrain/framework/train/trace.hpp"
 
 namespace ringtrain {
 
@@ -107,7 +115,9 @@ class ExactGradient {
   // One block per parameter tensor of `model`, in buffer order. BatchNorm's tensors are
   // totals over every rank after its exact backward (layers/batchnorm.hpp, "Exact"): their
   // blocks take no terms from the layers, and sum_into leaves them as the layer wrote them.
-  explicit ExactGradient(const Sequential& model);
+  // `trace` (may be null) receives spans of the adds, the sum over ranks and the rounding
+  // on lane 0 while it is recording.
+  explicit ExactGradient(const Sequential& model, Trace* trace = nullptr);
   ExactGradient(const ExactGradient&) = delete;
   ExactGradient& operator=(const ExactGradient&) = delete;
 
@@ -117,7 +127,7 @@ class ExactGradient {
     loss_.clear();
   }
   // Adds one micro-batch's partial (the whole gradient buffer) as one term per element.
-  void add(std::span<const float> partial) { sum_.add(partial); }
+  void add(std::span<const float> partial);
   // Adds one micro-batch's loss sum (not scaled) as one term.
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
   // For ctx.exact_gradient (layer.hpp): add(view) adds a parameter tensor's gradient view
@@ -135,6 +145,9 @@ class ExactGradient {
   double loss() const { return loss_total_; }
 
  private:
+  // A span [begin_s, now) named `name` on lane 0, if the trace is recording this step.
+  void span(std::size_t name, double begin_s) const;
+
   // The layers' sink: a view of the gradient buffer into its tensor's block.
   class Sink final : public ExactGradientSink {
    public:
@@ -156,6 +169,8 @@ class ExactGradient {
   std::vector<Range> tensors_;       // every tensor, in buffer order: block b is tensors_[b]
   std::vector<Range> totals_;        // BatchNorm's tensors: left out of sum_into's rounding
   std::vector<float> saved_;         // their values while sum_into rounds the buffer
+  Trace* trace_;                     // null: no spans
+  std::size_t add_name_ = 0, sum_name_ = 0, loss_name_ = 0;
 };
 
 }  // namespace ringtrain
