@@ -1,6 +1,9 @@
 // BatchNorm and SyncBatchNorm: per-channel sums (in double), one optional cross-rank sum per
 // pass, then an elementwise affine map per channel.
 //
+// Threads (blas::parallel_ranges): the sums are cut by channels (each channel's rows still
+// added in order by one thread) and the maps by rows, so the thread count changes no bit.
+//
 // Layout of a batch: (n, C, S) with S = spatial_ values per channel per sample, so channel
 // c of sample i is the contiguous run x[(i·C + c)·S, ... + S).
 #include "ringtrain/framework/layers/batchnorm.hpp"
@@ -8,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain {
@@ -60,15 +64,18 @@ void BatchNorm::forward(std::span<const float> x, std::span<float> y, std::size_
   const std::size_t s = spatial_;
   if (!ctx.training) {
     // y = γ · (x - running_mean) / sqrt(running_var + eps) + β
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t c = 0; c < c_; ++c) {
-        const float mean = running_mean_[c];
-        const float scale = weight_[c] / float(std::sqrt(double(running_var_[c]) + eps_));
-        const float shift = bias_[c];
-        const float* xr = x.data() + (i * c_ + c) * s;
-        float* yr = y.data() + (i * c_ + c) * s;
-        for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
-      }
+    auto rows = [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i)
+        for (std::size_t c = 0; c < c_; ++c) {
+          const float mean = running_mean_[c];
+          const float scale = weight_[c] / float(std::sqrt(double(running_var_[c]) + eps_));
+          const float shift = bias_[c];
+          const float* xr = x.data() + (i * c_ + c) * s;
+          float* yr = y.data() + (i * c_ + c) * s;
+          for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
+        }
+    };
+    blas::parallel_ranges(n, min_rows(), rows);
     return;
   }
 
@@ -96,13 +103,16 @@ void BatchNorm::forward(std::span<const float> x, std::span<float> y, std::size_
         float((1.0 - momentum_) * running_var_[c] + momentum_ * var * count / (count - 1.0));
   }
   // y = γ · (x - μ) / σ + β
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t c = 0; c < c_; ++c) {
-      const float mean = mean_[c], scale = weight_[c] * invstd_[c], shift = bias_[c];
-      const float* xr = x.data() + (i * c_ + c) * s;
-      float* yr = y.data() + (i * c_ + c) * s;
-      for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
-    }
+  auto rows = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i)
+      for (std::size_t c = 0; c < c_; ++c) {
+        const float mean = mean_[c], scale = weight_[c] * invstd_[c], shift = bias_[c];
+        const float* xr = x.data() + (i * c_ + c) * s;
+        float* yr = y.data() + (i * c_ + c) * s;
+        for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
+      }
+  };
+  blas::parallel_ranges(n, min_rows(), rows);
 }
 
 void BatchNorm::backward(std::span<const float> x, std::span<const float> /*y*/,
@@ -117,32 +127,38 @@ void BatchNorm::backward(std::span<const float> x, std::span<const float> /*y*/,
   if (!training) {
     if (dx.empty()) return;
     // dx = γ · dy / sqrt(running_var + eps)
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t c = 0; c < c_; ++c) {
-        const float scale = weight_[c] * normaliser(c, false).invstd;
-        const float* dyr = dy.data() + (i * c_ + c) * s;
-        float* dxr = dx.data() + (i * c_ + c) * s;
-        for (std::size_t q = 0; q < s; ++q) dxr[q] = scale * dyr[q];
-      }
+    auto rows = [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i)
+        for (std::size_t c = 0; c < c_; ++c) {
+          const float scale = weight_[c] * normaliser(c, false).invstd;
+          const float* dyr = dy.data() + (i * c_ + c) * s;
+          float* dxr = dx.data() + (i * c_ + c) * s;
+          for (std::size_t q = 0; q < s; ++q) dxr[q] = scale * dyr[q];
+        }
+    };
+    blas::parallel_ranges(n, min_rows(), rows);
     return;
   }
 
   if (dx.empty() || n == 0) return;
   // dx = (γ / σ) · (dy - mean(dy) - x̂ · mean(dy · x̂)), means over the global count M
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t c = 0; c < c_; ++c) {
-      const float mean = mean_[c], invstd = invstd_[c];
-      const float scale = weight_[c] * invstd;
-      const float mean_dy = float(sum_dy[c] / count_);
-      const float mean_dy_xhat = float(sum_dy_xhat[c] / count_);
-      const float* xr = x.data() + (i * c_ + c) * s;
-      const float* dyr = dy.data() + (i * c_ + c) * s;
-      float* dxr = dx.data() + (i * c_ + c) * s;
-      for (std::size_t q = 0; q < s; ++q) {
-        const float xhat = (xr[q] - mean) * invstd;
-        dxr[q] = scale * (dyr[q] - mean_dy - xhat * mean_dy_xhat);
+  auto rows = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i)
+      for (std::size_t c = 0; c < c_; ++c) {
+        const float mean = mean_[c], invstd = invstd_[c];
+        const float scale = weight_[c] * invstd;
+        const float mean_dy = float(sum_dy[c] / count_);
+        const float mean_dy_xhat = float(sum_dy_xhat[c] / count_);
+        const float* xr = x.data() + (i * c_ + c) * s;
+        const float* dyr = dy.data() + (i * c_ + c) * s;
+        float* dxr = dx.data() + (i * c_ + c) * s;
+        for (std::size_t q = 0; q < s; ++q) {
+          const float xhat = (xr[q] - mean) * invstd;
+          dxr[q] = scale * (dyr[q] - mean_dy - xhat * mean_dy_xhat);
+        }
       }
-    }
+  };
+  blas::parallel_ranges(n, min_rows(), rows);
 }
 
 // Per channel, over rows [first, first + rows): sum_x[c] += Σx, sum_xx[c] += Σx², each
@@ -150,18 +166,21 @@ void BatchNorm::backward(std::span<const float> x, std::span<const float> /*y*/,
 void BatchNorm::channel_sums(std::span<const float> x, std::size_t first, std::size_t rows,
                              double* sum_x, double* sum_xx) const {
   const std::size_t s = spatial_;
-  for (std::size_t i = first; i < first + rows; ++i)
-    for (std::size_t c = 0; c < c_; ++c) {
-      const float* xr = x.data() + (i * c_ + c) * s;
-      double s1 = 0.0, s2 = 0.0;
-      for (std::size_t q = 0; q < s; ++q) {
-        const double v = xr[q];
-        s1 += v;
-        s2 += v * v;
+  auto channels = [&](std::size_t begin, std::size_t end) {  // each channel's rows in order
+    for (std::size_t i = first; i < first + rows; ++i)
+      for (std::size_t c = begin; c < end; ++c) {
+        const float* xr = x.data() + (i * c_ + c) * s;
+        double s1 = 0.0, s2 = 0.0;
+        for (std::size_t q = 0; q < s; ++q) {
+          const double v = xr[q];
+          s1 += v;
+          s2 += v * v;
+        }
+        sum_x[c] += s1;
+        sum_xx[c] += s2;
       }
-      sum_x[c] += s1;
-      sum_xx[c] += s2;
-    }
+  };
+  blas::parallel_ranges(c_, min_channels(rows), channels);
 }
 
 // Per channel, over rows [first, first + rows): sum_dy[c] += Σdy, sum_dy_xhat[c] += Σdy·x̂,
@@ -170,20 +189,23 @@ void BatchNorm::gradient_sums(std::span<const float> x, std::span<const float> d
                               std::size_t first, std::size_t rows, bool training, double* sum_dy,
                               double* sum_dy_xhat) const {
   const std::size_t s = spatial_;
-  for (std::size_t i = first; i < first + rows; ++i)
-    for (std::size_t c = 0; c < c_; ++c) {
-      const Normaliser norm = normaliser(c, training);
-      const float* xr = x.data() + (i * c_ + c) * s;
-      const float* dyr = dy.data() + (i * c_ + c) * s;
-      double s1 = 0.0, s2 = 0.0;
-      for (std::size_t q = 0; q < s; ++q) {
-        const float xhat = (xr[q] - norm.mean) * norm.invstd;
-        s1 += dyr[q];
-        s2 += double(dyr[q]) * xhat;
+  auto channels = [&](std::size_t begin, std::size_t end) {  // each channel's rows in order
+    for (std::size_t i = first; i < first + rows; ++i)
+      for (std::size_t c = begin; c < end; ++c) {
+        const Normaliser norm = normaliser(c, training);
+        const float* xr = x.data() + (i * c_ + c) * s;
+        const float* dyr = dy.data() + (i * c_ + c) * s;
+        double s1 = 0.0, s2 = 0.0;
+        for (std::size_t q = 0; q < s; ++q) {
+          const float xhat = (xr[q] - norm.mean) * norm.invstd;
+          s1 += dyr[q];
+          s2 += double(dyr[q]) * xhat;
+        }
+        sum_dy[c] += s1;
+        sum_dy_xhat[c] += s2;
       }
-      sum_dy[c] += s1;
-      sum_dy_xhat[c] += s2;
-    }
+  };
+  blas::parallel_ranges(c_, min_channels(rows), channels);
 }
 
 // In eval mode x is normalised by the running statistics, which are constants.

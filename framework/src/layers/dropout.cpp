@@ -1,4 +1,5 @@
-// Dropout: a counter-based mask keyed by (seed, layer, sample, element).
+// Dropout: a counter-based mask keyed by (seed, layer, sample, element), rows and elements on
+// the rank's threads (blas::parallel_ranges: every element on its own, so no bit changes).
 //
 // Speed note: random::hash folds its key words left to right, h <- mix64(h + γ + word), so
 // the hash of (seed, stream, layer, sample, j) is the hash of the row prefix
@@ -9,11 +10,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/random.hpp"
 
 namespace ringtrain {
 namespace {
+
+// Elements per thread below which the loops stay on one thread (as ReLU's).
+constexpr std::size_t kMinPerThread = 32 * 1024;
 
 constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;  // the constant random::hash adds
 
@@ -51,19 +56,24 @@ void Dropout::forward(std::span<const float> x, std::span<float> y, std::size_t 
     throw Error("Dropout::forward: batch of " + std::to_string(n) +
                 " rows exceeds the planned maximum");
   const float keep_scale = p_ < 1.0f ? 1.0f / (1.0f - p_) : 0.0f;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t sample = ctx.sample_ids.empty() ? i : ctx.sample_ids[i];
-    const std::uint64_t row_key =
-        random::hash({ctx.seed, random::kStreamDropout, ctx.layer_index, sample});
-    float* m = mask_.data() + i * features_;
-    const float* xi = x.data() + i * features_;
-    float* yi = y.data() + i * features_;
-    for (std::size_t j = 0; j < features_; ++j) {
-      // keep iff u >= p;  m = keep / (1 - p);  y = m · x
-      m[j] = random::uniform01(extend_hash(row_key, j)) >= p_ ? keep_scale : 0.0f;
-      yi[j] = m[j] * xi[j];
+  // Rows on the rank's threads: a row's mask depends on its sample id alone.
+  auto rows = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint64_t sample = ctx.sample_ids.empty() ? i : ctx.sample_ids[i];
+      const std::uint64_t row_key =
+          random::hash({ctx.seed, random::kStreamDropout, ctx.layer_index, sample});
+      float* m = mask_.data() + i * features_;
+      const float* xi = x.data() + i * features_;
+      float* yi = y.data() + i * features_;
+      for (std::size_t j = 0; j < features_; ++j) {
+        // keep iff u >= p;  m = keep / (1 - p);  y = m · x
+        m[j] = random::uniform01(extend_hash(row_key, j)) >= p_ ? keep_scale : 0.0f;
+        yi[j] = m[j] * xi[j];
+      }
     }
-  }
+  };
+  blas::parallel_ranges(
+      n, std::max<std::size_t>(1, kMinPerThread / std::max<std::size_t>(features_, 1)), rows);
 }
 
 void Dropout::backward(std::span<const float> /*x*/, std::span<const float> /*y*/,
@@ -75,7 +85,10 @@ void Dropout::backward(std::span<const float> /*x*/, std::span<const float> /*y*
     std::copy_n(dy.begin(), count, dx.begin());  // dx = dy
     return;
   }
-  for (std::size_t e = 0; e < count; ++e) dx[e] = mask_[e] * dy[e];  // dx = m ⊙ dy
+  auto mask = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t e = begin; e < end; ++e) dx[e] = mask_[e] * dy[e];  // dx = m ⊙ dy
+  };
+  blas::parallel_ranges(count, kMinPerThread, mask);
 }
 
 }  // namespace ringtrain

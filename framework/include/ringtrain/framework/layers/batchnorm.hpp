@@ -39,6 +39,7 @@
 // statistics unchanged.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "ringtrain/collectives/exact_sum.hpp"
@@ -69,6 +70,15 @@ class BatchNorm final : public Layer {
     float mean, invstd;
   };
   Normaliser normaliser(std::size_t c, bool training) const;
+  // The least rows (maps) or channels (sums over `rows` rows) a thread takes: about 32 Ki
+  // values each, below which a loop stays on one thread (as ReLU's).
+  std::size_t min_rows() const {
+    return std::max<std::size_t>(1, kMinPerThread / std::max<std::size_t>(c_ * spatial_, 1));
+  }
+  std::size_t min_channels(std::size_t rows) const {
+    return std::max<std::size_t>(1, kMinPerThread / std::max<std::size_t>(rows * spatial_, 1));
+  }
+  static constexpr std::size_t kMinPerThread = 32 * 1024;
   void channel_sums(std::span<const float> x, std::size_t first, std::size_t rows, double* sum_x,
                     double* sum_xx) const;
   void gradient_sums(std::span<const float> x, std::span<const float> dy, std::size_t first,
