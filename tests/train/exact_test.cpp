@@ -124,10 +124,6 @@ struct Finished {
   std::vector<double> losses;  // metrics.jsonl's "loss" of every window
 };
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
 Finished train_and_read(const TrainConfig& config, MPI_Comm comm) {
   Finished out;
   out.run = train_on(config, comm, [&](const std::filesystem::path& dir) {
@@ -181,7 +177,7 @@ void check_bitwise(const Case& c, OptimizerKind optimizer) {
     INFO(fmt::format("losses {:.17g} against one process's {:.17g}", fmt::join(run.losses, " "),
                      fmt::join(reference.losses, " ")));
     REQUIRE(all_ranks(!writer || (run.losses.size() == config.steps / kLogEvery &&
-                                  same_bits(run.losses, reference.losses))));
+                                  bitwise_equal(run.losses, reference.losses))));
   }
 }
 

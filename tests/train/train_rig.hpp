@@ -61,8 +61,9 @@ inline RunOutput train_on(TrainConfig config, MPI_Comm comm_handle,
   return out;
 }
 
-inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+template <typename T>  // float parameters, double losses
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](T x, T y) {
            return std::memcmp(&x, &y, sizeof x) == 0;
          });
 }
