@@ -187,9 +187,15 @@ bool GradientReducer::update_summed_buckets(std::unique_lock<std::mutex>& lock,
   return any;
 }
 
-// This rank's piece of bucket b, in pieces that leave room to poll the rings in flight.
+// This rank's piece of bucket b, in pieces that leave room to poll the rings in flight. The
+// pieces only serve those polls: with one rank, no ring in flight, or a thread that polls
+// them, the bucket goes in one update, which wakes the rank's threads once, not per piece.
 void GradientReducer::update_bucket(std::size_t b, const UpdatePiece& update) {
-  update_in_pieces(shard_.pieces()[b], options_.update_piece_elements, update, [&] {
+  const bool polls_between =
+      comm_.size() > 1 && progress_.main_thread_polls() && rings_.in_flight();
+  const std::size_t piece =
+      polls_between ? options_.update_piece_elements : std::numeric_limits<std::size_t>::max();
+  update_in_pieces(shard_.pieces()[b], piece, update, [&] {
     if (!progress_.main_thread_polls() || !rings_.in_flight()) return;
     const double t0 = now_s();
     std::lock_guard lock(progress_.mpi_mutex());
