@@ -16,6 +16,23 @@
 
 namespace ringtrain {
 
+namespace {
+
+// Calls plane(c, at) for every (row, channel) plane of a batch of n rows of `channels`
+// planes of `spatial` values, `at` being the plane's first element, with the rows cut over
+// the rank's threads: each plane is mapped on its own, so the cut changes no bit.
+template <typename Plane>
+void for_each_plane(std::size_t n, std::size_t channels, std::size_t spatial, std::size_t min_rows,
+                    Plane&& plane) {
+  auto rows = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i)
+      for (std::size_t c = 0; c < channels; ++c) plane(c, (i * channels + c) * spatial);
+  };
+  blas::parallel_ranges(n, min_rows, rows);
+}
+
+}  // namespace
+
 BatchNorm::BatchNorm(std::size_t channels, float eps, float momentum)
     : c_(channels), eps_(eps), momentum_(momentum) {
   if (c_ == 0) throw UsageError("BatchNorm needs channels > 0");
@@ -64,18 +81,14 @@ void BatchNorm::forward(std::span<const float> x, std::span<float> y, std::size_
   const std::size_t s = spatial_;
   if (!ctx.training) {
     // y = γ · (x - running_mean) / sqrt(running_var + eps) + β
-    auto rows = [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i)
-        for (std::size_t c = 0; c < c_; ++c) {
-          const float mean = running_mean_[c];
-          const float scale = weight_[c] / float(std::sqrt(double(running_var_[c]) + eps_));
-          const float shift = bias_[c];
-          const float* xr = x.data() + (i * c_ + c) * s;
-          float* yr = y.data() + (i * c_ + c) * s;
-          for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
-        }
-    };
-    blas::parallel_ranges(n, min_rows(), rows);
+    for_each_plane(n, c_, s, min_rows(), [&](std::size_t c, std::size_t at) {
+      const float mean = running_mean_[c];
+      const float scale = weight_[c] / float(std::sqrt(double(running_var_[c]) + eps_));
+      const float shift = bias_[c];
+      const float* xr = x.data() + at;
+      float* yr = y.data() + at;
+      for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
+    });
     return;
   }
 
@@ -103,16 +116,12 @@ void BatchNorm::forward(std::span<const float> x, std::span<float> y, std::size_
         float((1.0 - momentum_) * running_var_[c] + momentum_ * var * count / (count - 1.0));
   }
   // y = γ · (x - μ) / σ + β
-  auto rows = [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i)
-      for (std::size_t c = 0; c < c_; ++c) {
-        const float mean = mean_[c], scale = weight_[c] * invstd_[c], shift = bias_[c];
-        const float* xr = x.data() + (i * c_ + c) * s;
-        float* yr = y.data() + (i * c_ + c) * s;
-        for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
-      }
-  };
-  blas::parallel_ranges(n, min_rows(), rows);
+  for_each_plane(n, c_, s, min_rows(), [&](std::size_t c, std::size_t at) {
+    const float mean = mean_[c], scale = weight_[c] * invstd_[c], shift = bias_[c];
+    const float* xr = x.data() + at;
+    float* yr = y.data() + at;
+    for (std::size_t q = 0; q < s; ++q) yr[q] = (xr[q] - mean) * scale + shift;
+  });
 }
 
 void BatchNorm::backward(std::span<const float> x, std::span<const float> /*y*/,
@@ -127,38 +136,30 @@ void BatchNorm::backward(std::span<const float> x, std::span<const float> /*y*/,
   if (!training) {
     if (dx.empty()) return;
     // dx = γ · dy / sqrt(running_var + eps)
-    auto rows = [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i)
-        for (std::size_t c = 0; c < c_; ++c) {
-          const float scale = weight_[c] * normaliser(c, false).invstd;
-          const float* dyr = dy.data() + (i * c_ + c) * s;
-          float* dxr = dx.data() + (i * c_ + c) * s;
-          for (std::size_t q = 0; q < s; ++q) dxr[q] = scale * dyr[q];
-        }
-    };
-    blas::parallel_ranges(n, min_rows(), rows);
+    for_each_plane(n, c_, s, min_rows(), [&](std::size_t c, std::size_t at) {
+      const float scale = weight_[c] * normaliser(c, false).invstd;
+      const float* dyr = dy.data() + at;
+      float* dxr = dx.data() + at;
+      for (std::size_t q = 0; q < s; ++q) dxr[q] = scale * dyr[q];
+    });
     return;
   }
 
   if (dx.empty() || n == 0) return;
   // dx = (γ / σ) · (dy - mean(dy) - x̂ · mean(dy · x̂)), means over the global count M
-  auto rows = [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i)
-      for (std::size_t c = 0; c < c_; ++c) {
-        const float mean = mean_[c], invstd = invstd_[c];
-        const float scale = weight_[c] * invstd;
-        const float mean_dy = float(sum_dy[c] / count_);
-        const float mean_dy_xhat = float(sum_dy_xhat[c] / count_);
-        const float* xr = x.data() + (i * c_ + c) * s;
-        const float* dyr = dy.data() + (i * c_ + c) * s;
-        float* dxr = dx.data() + (i * c_ + c) * s;
-        for (std::size_t q = 0; q < s; ++q) {
-          const float xhat = (xr[q] - mean) * invstd;
-          dxr[q] = scale * (dyr[q] - mean_dy - xhat * mean_dy_xhat);
-        }
-      }
-  };
-  blas::parallel_ranges(n, min_rows(), rows);
+  for_each_plane(n, c_, s, min_rows(), [&](std::size_t c, std::size_t at) {
+    const float mean = mean_[c], invstd = invstd_[c];
+    const float scale = weight_[c] * invstd;
+    const float mean_dy = float(sum_dy[c] / count_);
+    const float mean_dy_xhat = float(sum_dy_xhat[c] / count_);
+    const float* xr = x.data() + at;
+    const float* dyr = dy.data() + at;
+    float* dxr = dx.data() + at;
+    for (std::size_t q = 0; q < s; ++q) {
+      const float xhat = (xr[q] - mean) * invstd;
+      dxr[q] = scale * (dyr[q] - mean_dy - xhat * mean_dy_xhat);
+    }
+  });
 }
 
 // Per channel, over rows [first, first + rows): sum_x[c] += Σx, sum_xx[c] += Σx², each

@@ -118,12 +118,12 @@ bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<fl
     restore += std::ptrdiff_t(r.size);
   }
   span(sum_name_, t0);
-  const double t2 = now_s();
+  const double t_loss = now_s();
   collectives::allreduce_exact(comm, loss_);
   float loss = 0.0f;
   loss_.to_float(std::span(&loss, 1));
   loss_total_ = loss;
-  span(loss_name_, t2);
+  span(loss_name_, t_loss);
   return std::all_of(gradient.begin(), gradient.end(), [](float g) { return std::isfinite(g); });
 }
 

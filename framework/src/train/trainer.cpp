@@ -257,6 +257,8 @@ void TrainingRun::plan_batches_and_steps() {
       config_.local_batches.empty()
           ? data::near_equal_split(config_.global_batch, world)
           : data::parse_local_batches(config_.local_batches, world, config_.global_batch);
+  facts_.largest_local_batch =
+      *std::max_element(facts_.local_batches.begin(), facts_.local_batches.end());
   facts_.reduction = config_.reduction;
   sampler_ =
       std::make_unique<data::GlobalSampler>(config_.seed, train_.size(), config_.global_batch);
@@ -271,15 +273,13 @@ void TrainingRun::plan_batches_and_steps() {
 // Plans the model for the largest local batch and the evaluation's chunks, initializes it
 // from the seed, and gives every rank rank 0's parameters.
 void TrainingRun::prepare_model(const Shape& input_shape) {
-  const std::size_t max_local =
-      *std::max_element(facts_.local_batches.begin(), facts_.local_batches.end());
   const data::DataInfo& data = facts_.data;
   if (input_shape != data.sample_shape)
     throw UsageError(fmt::format(
         "model {} takes samples of shape {}, but {} holds samples of "
         "shape {}",
         config_.model, to_string(input_shape), data.path, to_string(data.sample_shape)));
-  model_.plan(input_shape, std::max<std::size_t>({max_local, kEvalChunk, 1}));
+  model_.plan(input_shape, std::max<std::size_t>({facts_.largest_local_batch, kEvalChunk, 1}));
   if (num_elements(model_.output_shape()) != data.outputs())
     throw UsageError(fmt::format("model {} has {} outputs, but {} holds {} {}", config_.model,
                                  num_elements(model_.output_shape()), data.path, data.outputs(),
@@ -315,13 +315,11 @@ void TrainingRun::build_step() {
   const coll::ClockOffset clock = coll::measure_clock_offset(comm_, now_s);
   double origin[1] = {leader_ ? now_s() : 0.0};  // rank 0's start, on rank 0's clock
   if (world > 1) coll::allreduce_sum(comm_, std::span<double>(origin));
-  const std::size_t max_local =
-      *std::max_element(facts_.local_batches.begin(), facts_.local_batches.end());
-  const std::size_t exact_passes =  // --reduction exact: a pass and its adds per micro-batch
-      facts_.reduction == Reduction::kExact
-          ? (max_local / std::max<std::size_t>(config_.exact_micro_batch, 1) + 1) *
-                (model_.parameters().count() + 2)
-          : 0;
+  // --reduction exact: a pass and its adds per micro-batch of the largest local batch
+  const std::size_t micro_batches =
+      facts_.largest_local_batch / std::max<std::size_t>(config_.exact_micro_batch, 1) + 1;
+  const std::size_t exact_passes =
+      facts_.reduction == Reduction::kExact ? micro_batches * (model_.parameters().count() + 2) : 0;
   const std::size_t events_per_step =
       2 * model_.num_layers() + 3 * model_.parameters().count() +
       model_.parameters().num_elements() / reducer.update_piece_elements + exact_passes + 16;

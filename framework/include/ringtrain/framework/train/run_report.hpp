@@ -34,6 +34,7 @@ struct RunFacts {
   std::size_t train_samples = 0, test_samples = 0;
   std::size_t global_batch = 0;
   std::vector<std::size_t> local_batches;
+  std::size_t largest_local_batch = 0;  // the model's layers are planned for it
   Reduction reduction = Reduction::kSumScaled;
   bool has_batch_norm = false, sync_bn = false;
   std::string optimizer;  // Optimizer::describe()
