@@ -7,9 +7,10 @@
 namespace ringtrain {
 namespace {
 
-// Elements per thread below which the loops stay on one thread (bench/README-gemm.md,
-// "Elementwise loops on the rank's threads").
-constexpr std::size_t kMinPerThread = 32 * 1024;
+// Elements per thread below which the loops stay on one thread: a 128 x 1024 activation is
+// faster unsplit, a convolution's 128 x 32 x 28 x 28 split (bench/README-gemm.md, "ReLU's
+// smallest part").
+constexpr std::size_t kMinPerThread = 256 * 1024;
 
 }  // namespace
 
