@@ -125,7 +125,16 @@ class OurTraining {
   std::vector<std::int32_t> y_;
 };
 
-// Runs the PyTorch peer; returns its samples/s (0 if unavailable).
+// Why the PyTorch peer cannot run here, or empty when it can (or is "none").
+std::string peer_problem(const std::string& script) {
+  if (script == "none") return "";
+  if (!std::ifstream(script)) return "no peer script " + script + " (run from the checkout's top)";
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    return "/usr/bin/python3 cannot import torch (apt-get install python3-torch)";
+  return "";
+}
+
+// Runs the PyTorch peer; returns its samples/s (0 if a run fails).
 double torch_samples_per_s(const std::string& script, const std::string& model, int threads,
                            std::size_t batch, int steps, int repeats) {
   if (script == "none") return 0.0;
@@ -324,6 +333,12 @@ int main(int argc, char** argv) {
   app.add_option("--rank-steps", rank_steps, "steps of each --ranks run")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   blas::set_kernels(blas::resolve_kernels(gemm));
+  if (const std::string problem = peer_problem(peer); !problem.empty()) {
+    std::fprintf(stderr,
+                 "bench_train_speed: the PyTorch peer cannot run: %s; or pass --peer none\n",
+                 problem.c_str());
+    return 2;
+  }
   std::vector<int> threads_list;
   for (const std::string& t : split_list(threads_arg)) threads_list.push_back(std::stoi(t));
 

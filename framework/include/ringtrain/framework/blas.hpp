@@ -39,7 +39,8 @@ Kernels kernels();
 // current thread count.
 std::string kernels_report();
 // One line for start-up banners when the choice and thread count are known to be slower on
-// the machines measured (bench/README-gemm.md) than an alternative, naming it; else empty.
+// machines like this one (measured: bench/README-gemm.md) than an alternative, naming it; else
+// empty.
 std::string kernels_warning();
 // True if this product (alpha = 1, beta 0 or 1) runs on the own kernels under kOwn, at any
 // thread count: the rule above, by shape alone.
