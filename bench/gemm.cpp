@@ -1,4 +1,4 @@
-// bench_gemm: ringtrain's own AVX-512 products against OpenBLAS on the products of the
+// bench_gemm: ringtrain's own products (AVX-512, or AVX2) against OpenBLAS on the products of the
 // models' Linear layers, the same inputs, in the same run, at `--threads T` BLAS threads
 // (default 1): OpenBLAS with T threads against the own kernels' blocks on T threads.
 //
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "ringtrain/framework/blas.hpp"
-#include "ringtrain/framework/gemm_avx512.hpp"
+#include "ringtrain/framework/gemm_own.hpp"
 #include "ringtrain/framework/random.hpp"
 
 namespace {
@@ -68,7 +68,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   blas::reexec_with_better_core(argv);
-  CLI::App app{"ringtrain's own AVX-512 products against OpenBLAS, one thread"};
+  CLI::App app{"ringtrain's own products (AVX-512, or AVX2) against OpenBLAS, one thread"};
   std::vector<int> samples_list = {64, 128};
   int rounds = 15, calls = 20, threads = 1;
   bool cold = false, untaken = false;
@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "BLAS threads of both sides")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (!blas::own_kernels_supported()) {
-    std::printf("bench_gemm: this CPU has no AVX-512F; ringtrain's own kernels cannot run\n");
+    std::printf(
+        "bench_gemm: this CPU has neither AVX-512F nor AVX2 and FMA; ringtrain's own kernels "
+        "cannot run\n");
     return 77;
   }
   if (rounds < 1 || calls < 1 || threads < 1) {
@@ -116,15 +118,15 @@ int main(int argc, char** argv) {
       std::vector<float> c(std::size_t(p.m) * p.n);
       const bool taken = blas::own_kernels_take(p.ta, p.tb, p.m, p.n, p.k);
       // --untaken: the own kernels called directly, past the routing rule.
-      using blas::avx512::Op;
+      using blas::own::Op;
       const Op op = p.tb == Trans::kYes ? Op::kABt : p.ta == Trans::kYes ? Op::kAtB : Op::kAB;
-      const blas::avx512::WorkspaceSize size = blas::avx512::workspace_size(op, p.m, p.n, p.k);
+      const blas::own::WorkspaceSize size = blas::own::workspace_size(op, p.m, p.n, p.k);
       std::vector<float> a_pack(size.a_pack), b_pack(size.b_pack), tile(size.tile);
       const bool direct = untaken && !taken;
       auto product = [&](blas::Kernels kernels) {
         if (direct && kernels == blas::Kernels::kOwn)
-          blas::avx512::gemm(op, p.m, p.n, p.k, a.data(), b.data(), c.data(), false,
-                             {a_pack.data(), b_pack.data(), tile.data()});
+          blas::own::gemm(op, p.m, p.n, p.k, a.data(), b.data(), c.data(), false,
+                          {a_pack.data(), b_pack.data(), tile.data()});
         else
           blas::gemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
       };

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ringtrain/framework/error.hpp"
-#include "ringtrain/framework/gemm_avx512.hpp"
+#include "ringtrain/framework/gemm_own.hpp"
 #include "ringtrain/framework/thread_pool.hpp"
 
 namespace ringtrain::blas {
@@ -39,7 +39,7 @@ struct OwnScratch {
 };
 thread_local OwnScratch own_scratch;
 
-using avx512::Op;
+using own::Op;
 
 // A block of C: rows [row0, row0 + rows), columns [col0, col0 + cols).
 struct Block {
@@ -49,10 +49,11 @@ struct Block {
 // How C is cut into the blocks of the threads: along rows or columns, in units of `unit`
 // (the drivers' tile sizes, so that no thread gets a ragged tile inside its block). C's
 // elements are each computed whole by one thread, and each is summed over k in the order the
-// driver fixes whatever the block (gemm_avx512.hpp), so the cut changes no bit.
-//   y = x·Wᵀ  (A·Bᵀ): by 64-sample row blocks while there are as many as threads (each
-//             thread reads all of W once and packs only its own samples), else by columns
-//             of 48 (W's rows split; each thread packs all the samples).
+// driver fixes whatever the block (gemm_own.hpp), so the cut changes no bit.
+//   y = x·Wᵀ  (A·Bᵀ): on AVX-512, by 64-sample row blocks while there are as many as threads
+//             (each thread reads all of W once and packs only its own samples), else by
+//             columns of 48 (W's rows split; each thread packs all the samples). On AVX2 by
+//             columns of 48: its driver packs W, so each thread then packs only its part.
 //   dW = dyᵀ·x (Aᵀ·B): by rows of 8 (the output features of dW).
 //   dx = dy·W  (A·B): by columns of 48 (each thread streams its columns of W).
 struct Cut {
@@ -64,7 +65,8 @@ struct Cut {
 Cut cut_of(Op op, int m, int n, int threads) {
   constexpr int kSampleBlock = 64, kRowUnit = 8, kColumnUnit = 48;
   if (op == Op::kAtB) return {true, kRowUnit, m};
-  if (op == Op::kABt && (m + kSampleBlock - 1) / kSampleBlock >= threads)
+  if (op == Op::kABt && own::isa() == own::Isa::kAvx512 &&
+      (m + kSampleBlock - 1) / kSampleBlock >= threads)
     return {true, kSampleBlock, m};
   return {false, kColumnUnit, n};
 }
@@ -89,17 +91,17 @@ Block block_of(const Cut& cut, int part, int parts, int m, int n) {
 void own_block(Op op, int m, int n, int k, const float* a, const float* b, float* c,
                bool accumulate, const Block& blk) {
   // Rows of A, B and C as stored, and where the block starts in each.
-  const avx512::Strides ld{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
+  const own::Strides ld{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
   const long a_offset = op == Op::kAtB ? blk.row0 : static_cast<long>(blk.row0) * k;
   const long b_offset = op == Op::kABt ? static_cast<long>(blk.col0) * k : blk.col0;
   const long c_offset = static_cast<long>(blk.row0) * n + blk.col0;
-  const avx512::WorkspaceSize size = avx512::workspace_size(op, blk.rows, blk.cols, k);
+  const own::WorkspaceSize size = own::workspace_size(op, blk.rows, blk.cols, k);
   OwnScratch& s = own_scratch;
   if (s.a_pack.size() < size.a_pack) s.a_pack.resize(size.a_pack);
   if (s.b_pack.size() < size.b_pack) s.b_pack.resize(size.b_pack);
   if (s.tile.size() < size.tile) s.tile.resize(size.tile);
-  avx512::gemm(op, blk.rows, blk.cols, k, a + a_offset, b + b_offset, c + c_offset, ld, accumulate,
-               {s.a_pack.data(), s.b_pack.data(), s.tile.data()});
+  own::gemm(op, blk.rows, blk.cols, k, a + a_offset, b + b_offset, c + c_offset, ld, accumulate,
+            {s.a_pack.data(), s.b_pack.data(), s.tile.data()});
 }
 
 // Threads a parallel loop may take now: OpenBLAS's count, as far as the pool has them.
@@ -222,8 +224,7 @@ unsigned amd_family() {
 }  // namespace
 
 bool own_kernels_supported() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
+  return own::isa() != own::Isa::kNone;
 }
 
 Kernels resolve_kernels(const std::string& name) {
@@ -231,11 +232,12 @@ Kernels resolve_kernels(const std::string& name) {
   if (name == "own") {
     if (!own_kernels_supported())
       throw UsageError(
-          "--gemm own needs a CPU with AVX-512F; this one has none: use --gemm openblas");
+          "--gemm own needs a CPU with AVX-512F, or AVX2 and FMA; this one has neither: use "
+          "--gemm openblas");
     return Kernels::kOwn;
   }
   if (name == "auto") {
-    if (!own_kernels_supported()) return Kernels::kOpenBlas;
+    if (own::isa() != own::Isa::kAvx512) return Kernels::kOpenBlas;  // AVX2: OpenBLAS was faster
     __builtin_cpu_init();
     if (__builtin_cpu_is("intel")) return Kernels::kOwn;
     return __builtin_cpu_is("amd") && amd_family() >= kZen5Family ? Kernels::kOwn
@@ -246,7 +248,7 @@ Kernels resolve_kernels(const std::string& name) {
 
 void set_kernels(Kernels kernels) {
   if (kernels == Kernels::kOwn && !own_kernels_supported())
-    throw UsageError("ringtrain's own GEMM kernels need a CPU with AVX-512F");
+    throw UsageError("ringtrain's own GEMM kernels need a CPU with AVX-512F, or AVX2 and FMA");
   g_kernels.store(kernels, std::memory_order_relaxed);
 }
 
@@ -258,7 +260,7 @@ std::string kernels_report() {
   const int t = threads();
   const std::string on = t == 1 ? "one thread" : std::to_string(t) + " threads";
   if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS on " + on;
-  return "products: ringtrain's AVX-512 kernels on " + on +
+  return std::string("products: ringtrain's ") + own::isa_name() + " kernels on " + on +
          " for Linear layers' y = x·Wᵀ (48-256 samples per rank), dW = dyᵀ·x (48-128) and "
          "dx = dy·W (dx up to 128 x 1024 floats), the same bits at any thread count; "
          "OpenBLAS on one thread for the rest";
@@ -266,9 +268,15 @@ std::string kernels_report() {
 
 // OpenBLAS on several threads per rank was measured slower than the own kernels and than as
 // many single-thread ranks on an AVX-512 CPU (Zen 5), and faster than those ranks on an AVX2
-// CPU without the own kernels (Zen 3): the warning is given where it was measured true.
+// CPU (Zen 3), where the own AVX2 kernels were slower than OpenBLAS: each warning is given
+// where it was measured true.
 std::string kernels_warning() {
-  if (threads() <= 1 || kernels() != Kernels::kOpenBlas || !own_kernels_supported()) return "";
+  if (kernels() == Kernels::kOwn && own::isa() == own::Isa::kAvx2)
+    return "note: ringtrain's AVX2 kernels were measured slower than OpenBLAS on an AVX2 CPU; "
+           "they give the same bits at any --blas-threads, --gemm openblas runs faster "
+           "(bench/README-gemm.md, \"The own kernels on AVX2\")";
+  if (threads() <= 1 || kernels() != Kernels::kOpenBlas || own::isa() != own::Isa::kAvx512)
+    return "";
   const std::string t = std::to_string(threads());
   return "warning: OpenBLAS on " + t + " threads per rank was measured slower on AVX-512 CPUs " +
          "than --gemm own, or " + t + " times as many ranks with --blas-threads 1 on the same " +

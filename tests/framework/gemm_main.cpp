@@ -1,6 +1,6 @@
-// The main of the own-kernel test (gemm_test.cpp): on a CPU without AVX-512F nothing there
-// can run, and it exits 77, which ctest reports as skipped. Holds Catch2's implementation, so
-// it is compiled unoptimised like support/unit_main.cpp.
+// The main of the own-kernel test (gemm_test.cpp): on a CPU with neither AVX-512F nor AVX2 and
+// FMA nothing there can run, and it exits 77, which ctest reports as skipped. Holds Catch2's
+// implementation, so it is compiled unoptimised like support/unit_main.cpp.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -9,7 +9,9 @@
 
 int main(int argc, char* argv[]) {
   if (!ringtrain::blas::own_kernels_supported()) {
-    std::printf("this CPU has no AVX-512F: ringtrain's own kernels cannot run here (skipped)\n");
+    std::printf(
+        "this CPU has neither AVX-512F nor AVX2 and FMA: ringtrain's own kernels cannot "
+        "run here (skipped)\n");
     return 77;
   }
   return Catch::Session().run(argc, argv);

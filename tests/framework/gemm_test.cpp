@@ -1,11 +1,13 @@
-// ringtrain's own AVX-512 products (gemm_avx512.hpp) against a double-precision reference,
-// over sizes that hit every edge of the blocking: tails of the 8-row and 48-column tiles and
-// of the 6-row / 64-sample tiles, several k blocks (64, 128 and 4096 deep), several row blocks (64)
-// and column blocks (1056). Then the routing in blas::gemm (which products go to the own
+// ringtrain's own products on this CPU (gemm_own.hpp: the AVX-512 kernels, or the AVX2 ones on a
+// CPU without AVX-512F) against a double-precision reference, over sizes that hit every edge of
+// the blocking: for AVX-512, tails of the 8-row and 48-column tiles and of the 6-row /
+// 64-sample tiles, several k blocks (64, 128 and 4096 deep), several row blocks (64) and column
+// blocks (1056); for AVX2, tails of the 6 x 16 tile, k blocks of 256, row blocks of 96 and
+// column blocks of 256. Then the routing in blas::gemm (which products go to the own
 // kernels), and a Linear layer's gradients through them.
 //
-// Its own main (gemm_main.cpp): on a CPU without AVX-512F nothing here can run, and the
-// binary exits 77, which ctest reports as skipped (not as passed).
+// Its own main (gemm_main.cpp): on a CPU with neither AVX-512F nor AVX2 and FMA nothing here
+// can run, and the binary exits 77, which ctest reports as skipped (not as passed).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -14,11 +16,11 @@
 
 #include "layer_rig.hpp"
 #include "ringtrain/framework/blas.hpp"
-#include "ringtrain/framework/gemm_avx512.hpp"
+#include "ringtrain/framework/gemm_own.hpp"
 #include "ringtrain/framework/layers/linear.hpp"
 
 using namespace ringtrain;
-using ringtrain::blas::avx512::Op;
+using ringtrain::blas::own::Op;
 
 namespace {
 
@@ -55,11 +57,11 @@ std::vector<double> reference(Op op, int m, int n, int k, const Product& p, bool
 }
 
 std::vector<float> run_own(Op op, int m, int n, int k, const Product& p, bool accumulate) {
-  const blas::avx512::WorkspaceSize size = blas::avx512::workspace_size(op, m, n, k);
+  const blas::own::WorkspaceSize size = blas::own::workspace_size(op, m, n, k);
   std::vector<float> a_pack(size.a_pack), b_pack(size.b_pack), tile(size.tile);
   std::vector<float> c = p.c;
-  blas::avx512::gemm(op, m, n, k, p.a.data(), p.b.data(), c.data(), accumulate,
-                     {a_pack.data(), b_pack.data(), tile.data()});
+  blas::own::gemm(op, m, n, k, p.a.data(), p.b.data(), c.data(), accumulate,
+                  {a_pack.data(), b_pack.data(), tile.data()});
   return c;
 }
 

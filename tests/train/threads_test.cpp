@@ -35,7 +35,9 @@ void require_same_bits_at_1_2_3_threads(const std::string& model, std::uint64_t 
   if (!blas::own_kernels_supported()) {
     // --gemm openblas runs OpenBLAS's own threading, whose bits may change with the thread
     // count: nothing is promised there.
-    WARN("this CPU has no AVX-512F: the own kernels, and the promise, do not apply");
+    WARN(
+        "this CPU has neither AVX-512F nor AVX2 and FMA: the own kernels, and the promise, do "
+        "not apply");
     return;
   }
   const std::vector<float> one = parameters_after(model, steps, global_batch, 1);

@@ -295,8 +295,9 @@ std::vector<TrainOption> parallel_options() {
                    fmt::format("--blas-threads {} must be >= 0 (0: automatic)", c.blas_threads));
              }),
       option("gemm", &TrainConfig::gemm,
-             "who runs the Linear layers' products (own: ringtrain's AVX-512 kernels; auto: own "
-             "on Intel AVX-512 and AMD Zen 5)"),
+             "who runs the Linear layers' products (own: ringtrain's AVX-512 kernels, or AVX2 "
+             "ones on a CPU without AVX-512, the same bits at any --blas-threads; auto: own on "
+             "Intel AVX-512 and AMD Zen 5)"),
       option("collective", &TrainConfig::collective,
              "our ring, MPI_Allreduce, or hierarchical: reduce-scatter within each host, a "
              "ring across hosts, all-gather within each host"),

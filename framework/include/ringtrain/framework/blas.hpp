@@ -16,21 +16,22 @@ enum class Trans { kNo, kYes };
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c);
 
-// Which code runs the products. kOwn: ringtrain's AVX-512 kernels (gemm_avx512.cpp) for the
-// products they were measured faster on in training, a Linear layer's products at batch
-// sizes and feature sizes that own_kernels_take in blas.cpp lists; everything else still goes
-// to OpenBLAS. With T BLAS threads (set_threads) the own kernels cut C into blocks of whole
-// elements, one per thread, so their results are bitwise the same at any T; the rule is by
-// shape alone for the same reason. The choice decides the bits of every result (another
-// summation order), so runs compare bitwise only with the same choice.
+// Which code runs the products. kOwn: ringtrain's own kernels (gemm_own.hpp: AVX-512, or AVX2
+// on a CPU without it) for the products the AVX-512 ones were measured faster on in training,
+// a Linear layer's products at batch sizes and feature sizes that own_kernels_take in blas.cpp
+// lists; everything else still goes to OpenBLAS. With T BLAS threads (set_threads) the own kernels
+// cut C into blocks of whole elements, one per thread, so their results are bitwise the same at any
+// T; the rule is by shape alone for the same reason. The choice decides the bits of every result
+// (another summation order), so runs compare bitwise only with the same choice.
 enum class Kernels { kOpenBlas, kOwn };
-// True on a CPU with AVX-512F.
+// True on a CPU with AVX-512F, or with AVX2 and FMA.
 bool own_kernels_supported();
 // "auto" | "openblas" | "own" -> the choice for this CPU. auto is kOwn where bench_gemm
 // measured the products it takes faster than OpenBLAS 0.3.21's best kernels
 // (bench/README-gemm.md): an Intel CPU with AVX-512F and AMD Zen 5 (family 0x1A);
-// kOpenBlas elsewhere, Zen 4 included (it runs 512-bit FMAs as two halves; not measured). Throws
-// UsageError for another name, or "own" on a CPU without AVX-512F.
+// kOpenBlas elsewhere, Zen 4 included (it runs 512-bit FMAs as two halves; not measured), and
+// AVX2 CPUs, where OpenBLAS was faster (the AVX2 kernels are for the same bits at any thread
+// count). Throws UsageError for another name, or "own" on a CPU that can run no own kernels.
 Kernels resolve_kernels(const std::string& name);
 // Process-wide, like the thread count: set once at start-up, before any product runs.
 void set_kernels(Kernels kernels);

@@ -1,8 +1,8 @@
 // ringtrain's own AVX-512 sgemm (gemm_avx512.cpp explains why and how). Layers reach it only
-// through blas::gemm (blas.hpp: Kernels), which calls it on a CPU with AVX-512F, for alpha = 1
-// and beta in {0, 1}, on each of the rank's threads for its block of C. Exposed here for its tests
-// (tests/framework/gemm_test.cpp) and bench_gemm. Calling it on a CPU without AVX-512F
-// is an illegal instruction: check blas::own_kernels_supported() first.
+// through blas::gemm (blas.hpp: Kernels), which calls it through own::gemm (gemm_own.hpp) on a
+// CPU with AVX-512F, for alpha = 1 and beta in {0, 1}, on each of the rank's threads for its
+// block of C. Its types (Op, Strides, Workspace) are shared with the AVX2 kernels. Calling it on
+// a CPU without AVX-512F is an illegal instruction: own::isa() tells.
 #pragma once
 
 #include <cstddef>
