@@ -91,7 +91,7 @@ Block block_of(const Cut& cut, int part, int parts, int m, int n) {
 void own_block(Op op, int m, int n, int k, const float* a, const float* b, float* c,
                bool accumulate, const Block& blk) {
   // Rows of A, B and C as stored, and where the block starts in each.
-  const own::Strides ld{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
+  const own::Strides ld = own::natural_strides(op, m, n, k);
   const long a_offset = op == Op::kAtB ? blk.row0 : static_cast<long>(blk.row0) * k;
   const long b_offset = op == Op::kABt ? static_cast<long>(blk.col0) * k : blk.col0;
   const long c_offset = static_cast<long>(blk.row0) * n + blk.col0;

@@ -377,12 +377,6 @@ WorkspaceSize workspace_size(Op op, int m, int n, int k) {
   return {static_cast<std::size_t>(kKC) * kMC, static_cast<std::size_t>(kKC) * kNC, 0};
 }
 
-void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
-          const Workspace& ws) {
-  const Strides natural{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
-  gemm(op, m, n, k, a, b, c, natural, accumulate, ws);
-}
-
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
           const Strides& ld, bool accumulate, const Workspace& ws) {
   switch (op) {

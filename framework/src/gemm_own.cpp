@@ -17,6 +17,10 @@ const char* isa_name() {
   return isa() == Isa::kAvx512 ? "AVX-512" : "AVX2";
 }
 
+Strides natural_strides(Op op, int m, int n, int k) {
+  return {op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
+}
+
 WorkspaceSize workspace_size(Op op, int m, int n, int k) {
   return isa() == Isa::kAvx512 ? avx512::workspace_size(op, m, n, k)
                                : avx2::workspace_size(op, m, n, k);
@@ -32,8 +36,7 @@ void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, 
 
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
           const Workspace& ws) {
-  const Strides natural{op == Op::kAtB ? m : k, op == Op::kABt ? k : n, n};
-  own::gemm(op, m, n, k, a, b, c, natural, accumulate, ws);
+  own::gemm(op, m, n, k, a, b, c, natural_strides(op, m, n, k), accumulate, ws);
 }
 
 }  // namespace ringtrain::blas::own

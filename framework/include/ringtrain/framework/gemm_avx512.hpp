@@ -27,18 +27,16 @@ struct WorkspaceSize {
 };
 WorkspaceSize workspace_size(Op op, int m, int n, int k);
 
-// C = op(A, B), plus C if accumulate. m, n, k > 0. Deterministic: each element of C is summed
-// over k in the same order whatever the other sizes (k in blocks of 64 or 128, in order), so
-// a block of C computed on its own (the overload with strides) has the bits it has in the
-// whole product: blas::gemm splits C over threads that way.
-void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, bool accumulate,
-          const Workspace& ws);
 // Floats between consecutive rows of A, B and C as stored (A stored (k x m) for kAtB, B
-// stored (n x k) for kABt): a block of larger matrices. The overload above passes the
-// matrices' own row lengths.
+// stored (n x k) for kABt): a block of larger matrices, or the matrices' own row lengths
+// (own::natural_strides).
 struct Strides {
   long a, b, c;
 };
+// C = op(A, B), plus C if accumulate. m, n, k > 0. Deterministic: each element of C is summed
+// over k in the same order whatever the other sizes (k in blocks of 64 or 128, in order), so
+// a block of C computed on its own has the bits it has in the whole product: blas::gemm
+// splits C over threads that way.
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
           const Strides& ld, bool accumulate, const Workspace& ws);
 

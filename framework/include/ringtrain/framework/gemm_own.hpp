@@ -20,8 +20,12 @@ Isa isa();
 // "AVX-512" or "AVX2".
 const char* isa_name();
 
+// The row lengths of whole matrices of op's shapes: A (m x k), or stored (k x m) for kAtB;
+// B (k x n), or stored (n x k) for kABt; C (m x n).
+Strides natural_strides(Op op, int m, int n, int k);
+
 // As avx512::workspace_size and avx512::gemm, on the kernels of isa(); must not be called
-// when isa() is kNone.
+// when isa() is kNone. The overload without strides takes whole matrices.
 WorkspaceSize workspace_size(Op op, int m, int n, int k);
 void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, const Strides& ld,
           bool accumulate, const Workspace& ws);
