@@ -3,7 +3,8 @@
 // of the floats, then allreduce_exact of one block holding one term per rank, then the
 // conversions around it (add of the rank's floats, to_float after). Median over the
 // repetitions of the slowest rank's time, in ms. Last, the variant that reduce-scatters the
-// words and all-gathers the floats (conversion included).
+// words and all-gathers the floats (conversion included), and the grid sum (grid_sum.hpp:
+// one word per element) with its reduce-scatter and all-gather timed alone.
 //   mpiexec.mpich -n 2 build/bench/bench_exact_allreduce [reps]
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/collectives/grid_sum.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 
@@ -81,6 +83,37 @@ int main(int argc, char** argv) {
         allreduce_exact(comm, sum, out);
       },
       reps);
+  const std::size_t block = n;
+  GridSum grid(std::span<const std::size_t>(&block, 1));
+  const double keep = median_ms(
+      comm,
+      [&] {
+        grid.clear();
+        grid.add(grad);
+      },
+      reps);
+  const double on_grid = median_ms(
+      comm,
+      [&] {
+        grid.clear();
+        grid.add(grad);
+        allreduce_grid(comm, grid, out);
+      },
+      reps);
+  // The parts of allreduce_grid's traffic alone: the words' reduce-scatter, the floats' gather.
+  std::vector<std::int64_t> words(n);
+  std::vector<int> counts;
+  for (int r = 0; r < comm.size(); ++r)
+    counts.push_back(static_cast<int>(chunk_size(n, static_cast<std::size_t>(comm.size()), r)));
+  const double words_rs = median_ms(
+      comm,
+      [&] {
+        MPI_Reduce_scatter(MPI_IN_PLACE, words.data(), counts.data(), MPI_INT64_T, MPI_SUM,
+                           comm.handle());
+      },
+      reps);
+  const double gather = median_ms(
+      comm, [&] { all_gather(comm, std::span<float>(out)); }, reps);
   if (comm.rank() == 0) {
     std::printf("N=%d, %zu elements, median of %d, slowest rank, ms\n", comm.size(), n, reps);
     std::printf("  ring allreduce_sum (float)                   %8.2f\n", ring);
@@ -91,6 +124,12 @@ int main(int argc, char** argv) {
     std::printf("  add + allreduce_exact to float (RS words,    %8.2f   %5.2fx the ring\n",
                 scattered, scattered / ring);
     std::printf("    round own chunk, all-gather floats)\n");
+    std::printf("  GridSum add (keep the term, scan exponents)  %8.2f\n", keep);
+    std::printf("  add + allreduce_grid (agree, convert, RS     %8.2f   %5.2fx the ring\n", on_grid,
+                on_grid / ring);
+    std::printf("    one word per element, round own chunk, all-gather floats)\n");
+    std::printf("    of which: MPI_Reduce_scatter of the words  %8.2f\n", words_rs);
+    std::printf("              the ring's all-gather of floats  %8.2f\n", gather);
   }
   return 0;
 }

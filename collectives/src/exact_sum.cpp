@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "exact_words.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/schedule.hpp"
 #include "ringtrain/collectives/small.hpp"
@@ -18,32 +19,18 @@ namespace ringtrain::collectives {
 
 namespace {
 
-// Round-to-nearest-even of a double d with |d| <= 2^51: d + 1.5·2^52 lands in [2^52, 2^53),
-// where doubles are the integers, so the addition rounds d and the low bits hold it.
-constexpr double kMagic = 0x1.8p52;
-const std::int64_t kMagicBits = std::bit_cast<std::int64_t>(kMagic);
+using exact_words::chunk_table;
+using exact_words::exponent_field;
+using exact_words::ExponentScan;
+using exact_words::has_avx2;
+using exact_words::kMagic;
+using exact_words::kMagicBits;
+using exact_words::Layout;
+using exact_words::round_sum_to_float;
+using exact_words::scan_loop;
+using exact_words::word_to_double;
 constexpr double kBin = 0x1p40, kInvBin = 0x1p-40;  // 2^kBinBits and its inverse
 static_assert(ExactSum::kBinBits == 40, "kBin and kInvBin are 2^±kBinBits");
-
-// float32 of a + b, rounded once. a and b are exact doubles (integers times powers of two);
-// the double sum s is made round-to-odd (the neighbour with an odd last bit when s is
-// inexact), and rounding a round-to-odd double (53 bits >= 2·24 + 2) to float32 gives the
-// correctly rounded float32 of a + b, subnormal and overflowing results included.
-[[gnu::always_inline]] inline float round_sum_to_float(double a, double b) {
-  const double s = a + b;
-  const double b_part = s - a;  // TwoSum: s + e == a + b exactly
-  const double e = (a - (s - b_part)) + (b - b_part);
-  const auto bits = std::bit_cast<std::int64_t>(s);
-  const std::int64_t toward = ((e > 0) == (s > 0)) ? 1 : -1;  // one ulp toward a + b
-  const std::int64_t step = (e != 0 && (bits & 1) == 0) ? toward : 0;
-  return static_cast<float>(std::bit_cast<double>(bits + step));
-}
-
-// The double of an integer word, |word| <= 2^51: the magic constant's bits plus the word are
-// the bits of 1.5·2^52 + word (a vectorisable int64 -> double without AVX-512).
-[[gnu::always_inline]] inline double word_to_double(std::int64_t word) {
-  return std::bit_cast<double>(kMagicBits + word) - kMagic;
-}
 
 // The sum of an element that saw non-finite terms, as IEEE addition gives it in any order.
 float non_finite_result(std::uint8_t flags) {
@@ -51,28 +38,6 @@ float non_finite_result(std::uint8_t flags) {
   if ((flags & ExactSum::kSawNan) || (plus && minus))
     return std::numeric_limits<float>::quiet_NaN();
   return plus ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
-}
-
-// Where a term type keeps its exponent: the unsigned integer of its bits, the field's shift
-// and mask (all ones: Inf or NaN), and the power e with |x| < 2^e for a field E >= 1,
-// e = E − kBias (subnormals are taken as E = 1: an over-estimate, still a function of x).
-template <typename T>
-struct Layout;
-template <>
-struct Layout<float> {
-  using Bits = std::uint32_t;
-  static constexpr int kShift = 23, kMask = 0xff, kBias = 126;
-};
-template <>
-struct Layout<double> {
-  using Bits = std::uint64_t;
-  static constexpr int kShift = 52, kMask = 0x7ff, kBias = 1022;
-};
-
-template <typename T>
-int exponent_field(T x) {
-  using L = Layout<T>;
-  return static_cast<int>((std::bit_cast<typename L::Bits>(x) >> L::kShift) & L::kMask);
 }
 
 std::string terms_text(std::int64_t held, std::int64_t more) {
@@ -167,23 +132,6 @@ template <typename T>
   }
 }
 
-// The largest exponent field among the finite terms, and whether any term is non-finite.
-struct ExponentScan {
-  int max_exponent = 0;
-  bool non_finite = false;
-};
-
-template <typename T>
-[[gnu::always_inline]] inline ExponentScan scan_loop(std::span<const T> terms) {
-  int max_exponent = 0, special = 0;  // signed ints: SSE2 vectorises their max, not unsigned
-  for (std::size_t i = 0; i < terms.size(); ++i) {
-    const int e = exponent_field(terms[i]);
-    special |= e == Layout<T>::kMask;
-    max_exponent = std::max(max_exponent, e == Layout<T>::kMask ? 0 : e);
-  }
-  return {max_exponent, special != 0};
-}
-
 // The two loops compiled for AVX2 as well, chosen at run time: twice the lanes of the
 // baseline's SSE2. Every operation is exact or correctly rounded, so both give the same bits.
 template <typename T>
@@ -194,17 +142,6 @@ template <typename T>
 template <typename T>
 [[gnu::target("avx2")]] ExponentScan scan_avx2(std::span<const T> terms) {
   return scan_loop(terms);
-}
-
-// RINGTRAIN_EXACT_BASELINE_ONLY: a test build of this file that runs the baseline loops on an
-// AVX2 machine too (tests/collectives: collectives_exact_sum_baseline).
-bool has_avx2() {
-#ifdef RINGTRAIN_EXACT_BASELINE_ONLY
-  return false;
-#else
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2;
-#endif
 }
 
 template <typename T>
@@ -454,18 +391,6 @@ void allreduce_exact(const Communicator& comm, ExactSum& sum) {
                           MPI_BOR, comm.handle()),
             "MPI_Allreduce(exact flags)");
 }
-
-namespace {
-
-// Every rank's number of elements in its chunk, and where the chunks begin (schedule.hpp).
-void chunk_table(std::size_t M, int N, std::vector<int>& counts, std::vector<int>& begins) {
-  for (int r = 0; r < N; ++r) {
-    counts.push_back(static_cast<int>(chunk_size(M, static_cast<std::size_t>(N), r)));
-    begins.push_back(static_cast<int>(chunk_begin(M, static_cast<std::size_t>(N), r)));
-  }
-}
-
-}  // namespace
 
 void allreduce_exact(const Communicator& comm, ExactSum& sum, std::span<float> out) {
   std::vector<double> total{static_cast<double>(sum.terms())};

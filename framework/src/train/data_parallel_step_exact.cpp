@@ -58,7 +58,10 @@ double DataParallelStep::exact_micro_batches(std::size_t n, std::size_t global_s
     const double micro_batch_loss = exact_micro_batch(first, rows, global_samples);
     if (traced_) trace_->span(exact_pass_name_, 0, t0, now_s());
     loss_sum += micro_batch_loss;
-    exact_->add(model_.parameters().grads());
+    // The last partial stays in the gradient buffer until the sum (no copy).
+    const bool last = first + rows == n;
+    exact_->add(model_.parameters().grads(),
+                last ? collectives::GridSum::Keep::kBorrow : collectives::GridSum::Keep::kCopy);
     exact_->add_loss(micro_batch_loss);
   }
   return loss_sum;

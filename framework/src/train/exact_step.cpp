@@ -73,9 +73,9 @@ void ExactGradient::span(std::size_t name, double begin_s) const {
   if (trace_ && trace_->recording()) trace_->span(name, 0, begin_s, now_s());
 }
 
-void ExactGradient::add(std::span<const float> partial) {
+void ExactGradient::add(std::span<const float> partial, collectives::GridSum::Keep keep) {
   const double t0 = now_s();
-  sum_.add(partial);
+  sum_.add(partial, keep);
   span(add_name_, t0);
 }
 
@@ -99,9 +99,7 @@ void ExactGradient::Sink::add(std::span<const float> gradient) const {
 }
 
 void ExactGradient::poison() {
-  if (sum_.size() == 0) return;
-  sum_.flags()[0] |= collectives::ExactSum::kSawNan;
-  sum_.set_non_finite(true);
+  sum_.mark_non_finite();
 }
 
 bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<float> gradient) {
@@ -111,7 +109,7 @@ bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<fl
   for (const Range& r : totals_)
     saved = std::copy_n(gradient.begin() + std::ptrdiff_t(r.offset), r.size, saved);
   // Each rank sums and rounds its chunk of the words, then the ring all-gathers the floats.
-  collectives::allreduce_exact(comm, sum_, gradient);
+  collectives::allreduce_grid(comm, sum_, gradient);
   auto restore = saved_.cbegin();
   for (const Range& r : totals_) {
     std::copy_n(restore, r.size, gradient.begin() + std::ptrdiff_t(r.offset));

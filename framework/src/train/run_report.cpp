@@ -50,9 +50,10 @@ nlohmann::json reduction_json(const RunFacts& f) {
       {"convention", to_string(f.reduction)},
       {"scale", f.reduction == Reduction::kMeanOfMeans ? "1/(b_r*N)" : "1/B"},
       {"samples_per_step", f.global_batch},
-      {"collective", exact         ? "exact sum of integer words (allreduce_exact), rounded once"
-                     : f.world > 1 ? "sum"
-                                   : "none (N = 1)"},
+      {"collective",
+       exact         ? "exact sum of integer words on an agreed grid (allreduce_grid), rounded once"
+       : f.world > 1 ? "sum"
+                     : "none (N = 1)"},
       {"wire", wire_convention(f)},
       {"description", describe(f.reduction)}};
   if (exact) json["micro_batch"] = f.config->exact_micro_batch;

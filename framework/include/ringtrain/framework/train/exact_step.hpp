@@ -18,14 +18,17 @@
 //                      overwrites its gradients (layer.hpp), so after a micro-batch the
 //                      model's gradient buffer holds exactly that micro-batch's partial, already
 //                      scaled by 1/B (the sum-scaled convention, reduction.hpp).
-//   3. exact sums      each partial is added into an ExactSum (collectives/exact_sum.hpp),
-//                      one block per parameter tensor; integer addition is associative, so
-//                      neither the split over ranks nor the order of the partials matters.
-//   4. one rounding    allreduce_exact (its reduce-scatter form) sums the ranks' integer
-//                      words, each rank rounding its chunk of the totals to float32 once; the
-//                      ring all-gathers the floats into every rank's gradient buffer (the
-//                      same bits everywhere), and the optimizer (elementwise, independent of
-//                      N) runs unchanged.
+//   3. exact sums      each partial is kept (a copy; the last one stays in the gradient
+//                      buffer) in a GridSum (collectives/grid_sum.hpp), one block per
+//                      parameter tensor. At the sum the ranks agree on each block's largest
+//                      exponent and term count, which fix its grid; every partial is rounded
+//                      once onto it as an int64 word per element. Integer addition is
+//                      associative, so neither the split over ranks nor the order matters.
+//   4. one rounding    allreduce_grid reduce-scatters the words (8 bytes per element), each
+//                      rank rounding its chunk of the totals to float32 once; the ring
+//                      all-gathers the floats into every rank's gradient buffer (the same
+//                      bits everywhere), and the optimizer (elementwise, independent of N)
+//                      runs unchanged.
 //   5. the loss       each micro-batch's loss sum (a double over its m samples, not scaled)
 //                      is one term of a one-element ExactSum, summed over ranks the same way
 //                      and rounded to float32 once: the logged loss has the same bits for any
@@ -34,15 +37,17 @@
 //   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
 //   bitwise at another N.
 //   Trace (--trace-steps): on lane 0, "exact: forward, loss, backward" per micro-batch (one
-//   for the whole batch of a BatchNorm model), "exact: add to the accumulator" per add (for
-//   BatchNorm models per tensor, inside the pass), "exact: sum over ranks and round",
+//   for the whole batch of a BatchNorm model), "exact: add to the accumulator" per add (the
+//   copy and exponent scan of a partial; for BatchNorm models per tensor, inside the pass),
+//   "exact: sum over ranks and round" (the agreement, the conversion, the words' sum),
 //   "exact: loss over ranks" and "optimizer": bench/README-exact.md splits the step's cost
 //   with them.
 //
 // Error bound, per element, against the exact sum S of the n = B/m partials (each partial a
-// float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^-40, u = 2^-24, X the largest
-// |partial| of the element's tensor (exact_sum.hpp derives it); a float32 sum of the same
-// partials in some order carries (n − 1)·u·Σ|x| instead.
+// float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^(c−51), u = 2^-24,
+// c = ceil(log2 n), X the largest |partial| of the element's tensor (grid_sum.hpp derives
+// it); a float32 sum of the same partials in some order carries (n − 1)·u·Σ|x| instead.
+// Memory: the kept copies, (b_r/m − 1) floats per parameter on a rank with b_r samples.
 //
 // Layers: Linear, ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index)
 // compute a sample's outputs from that sample alone. Conv2d (conv2d.cpp) computes a call of n
@@ -64,10 +69,10 @@
 //                   work per micro-batch inside the call, on rows [j·m, (j+1)·m) of it.
 //   b. products     Linear and Conv2d run each product per chunk of m rows: the same calls,
 //                   shapes and thread count as the per-micro-batch loop, so the same bits
-//                   (tests/framework/exact_chunks_test.cpp). Their dW, db of chunk j go into
-//                   their tensor's block of this accumulator (ExactSum::add_block) through
-//                   ctx.exact_gradient = sink() (layer.hpp: ExactGradientSink; a view's
-//                   offset in the gradient buffer names the block). Winograd keeps no V in
+//                   (tests/framework/exact_chunks_test.cpp). Their dW, db of chunk j go,
+//                   copied, into their tensor's block of this sum (GridSum::add_block)
+//                   through ctx.exact_gradient = sink() (layer.hpp: ExactGradientSink; a
+//                   view's offset in the gradient buffer names the block). Winograd keeps no V in
 //                   such a forward (the next chunk would overwrite it): backward transforms
 //                   each chunk's inputs again (winograd::keep_inputs, the same bits).
 //   c. BatchNorm    per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂
@@ -79,7 +84,7 @@
 //                   they take no terms here: their blocks stay empty and sum_into puts the
 //                   layer's values back after rounding the buffer (not summed twice).
 //   d. loss         per micro-batch of the logits' rows, in sample order, as in the loop.
-// Nothing else changes: one allreduce_exact of the gradient, one rounding, the optimizer.
+// Nothing else changes: one allreduce_grid of the gradient, one rounding, the optimizer.
 // Models without BatchNorm keep the per-micro-batch loop (the chunked layers give its bits,
 // exact_chunks_test.cpp; the loop keeps Winograd's V instead of transforming inputs twice).
 // --sync-bn off (each rank normalising by its own rows) depends on the split by definition:
@@ -93,6 +98,7 @@
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/collectives/grid_sum.hpp"
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/parameters.hpp"
 #include "ringtrain/framework/sequential.hpp"
@@ -102,7 +108,7 @@ namespace ringtrain {
 
 // Micro-batch partials one step may add: the accumulator's term limit (B <= this · m).
 inline constexpr std::size_t kExactMaxMicroBatches =
-    static_cast<std::size_t>(collectives::ExactSum::kMaxTerms);
+    static_cast<std::size_t>(collectives::GridSum::kMaxTerms);
 
 // Throws UsageError naming the first layer the exact step does not support yet.
 void check_exact_layers(const Sequential& model);
@@ -126,8 +132,11 @@ class ExactGradient {
     sum_.clear();
     loss_.clear();
   }
-  // Adds one micro-batch's partial (the whole gradient buffer) as one term per element.
-  void add(std::span<const float> partial);
+  // Adds one micro-batch's partial (the whole gradient buffer) as one term per element. The
+  // step's last partial may be borrowed (collectives::GridSum::Keep::kBorrow): it stays in
+  // the gradient buffer, unchanged until sum_into, and is not copied.
+  void add(std::span<const float> partial,
+           collectives::GridSum::Keep keep = collectives::GridSum::Keep::kCopy);
   // Adds one micro-batch's loss sum (not scaled) as one term.
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
   // For ctx.exact_gradient (layer.hpp): add(view) adds a parameter tensor's gradient view
@@ -161,7 +170,7 @@ class ExactGradient {
     std::size_t offset, size;
   };
 
-  collectives::ExactSum sum_;
+  collectives::GridSum sum_;
   collectives::ExactSum loss_{1};
   double loss_total_ = 0.0;
   Sink sink_{*this};

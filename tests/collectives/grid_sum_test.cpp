@@ -1,0 +1,316 @@
+// Exact sums on an agreed grid (grid_sum.hpp) at N = 1..4: terms spread over many binades,
+// with cancelling pairs, give the same bits in any order, any split over ranks and any mix of
+// copied, borrowed and block-wise terms; every result is the float32 of the header's word,
+// computed here in 128-bit integers, and lies within the header's error bound; too many
+// terms, unequal blocks and a wrong output length throw on every rank; a non-finite term on
+// one rank makes every rank's result NaN.
+//
+// Every rank builds the same global terms from a fixed seed and sums them alone in one order
+// (the reference, on MPI_COMM_SELF); the distributed sums must equal it bit for bit. The
+// reference does not depend on N, so the runs at N = 1, 2, 3, 4 compare against the same bits.
+#include "ringtrain/collectives/grid_sum.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mpi_test.hpp"
+
+using namespace ringtrain::collectives;
+using ringtrain::testing::Facts;
+
+namespace {
+
+__extension__ typedef __int128 Int128;  // the exact reference (a GCC extension)
+
+using Terms = std::vector<std::vector<float>>;  // (T, M): term t of every element
+
+// Block sizes of the tests' sums: a large block, one element, an empty block, a block whose
+// terms are all zero or subnormal.
+const std::vector<std::size_t> kSizes{97, 1, 0, 5};
+
+// T terms over kSizes's blocks. Block 0: magnitudes 2^lo..2^hi with random signs, every third
+// term the negation of the one before plus a part in 2^lo..2^(lo+10); block 1: 2^-10..2^10;
+// block 3: zeros and subnormals.
+Terms make_terms(std::size_t T, std::uint32_t seed, int lo = -60, int hi = 40) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  auto draw = [&](int lo, int hi) {
+    const int e = lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo));
+    return std::ldexp(mantissa(rng), e) * (rng() % 2 ? 1.0f : -1.0f);
+  };
+  Terms terms(T);
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t i = 0; i < kSizes[0]; ++i) {
+      float x = draw(lo, hi);
+      if (t % 3 == 2) x = -terms[t - 1][i] + draw(lo, lo + 10);
+      terms[t].push_back(x);
+    }
+    terms[t].push_back(draw(-10, 10));
+    for (std::size_t i = 0; i < kSizes[3]; ++i)
+      terms[t].push_back(rng() % 3 == 0 ? 0.0f : std::ldexp(float(1 + rng() % 100), -149));
+  }
+  return terms;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+           return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+         });
+}
+
+// The block's grid as the header defines it: power from the largest exponent field, precision
+// from the count of terms.
+int header_grid(const Terms& terms, std::size_t begin, std::size_t size) {
+  int field = 1;
+  for (const auto& term : terms)
+    for (std::size_t i = begin; i < begin + size; ++i)
+      field =
+          std::max(field, static_cast<int>((std::bit_cast<std::uint32_t>(term[i]) >> 23) & 0xff));
+  int c = 0;
+  while ((std::size_t{1} << c) < terms.size()) ++c;
+  return (field - 126) - (51 - c);
+}
+
+// round(x / 2^g), ties to even, in exact integers: x = m · 2^e with m an integer.
+Int128 q_of(float x, int g) {
+  int e = 0;
+  const float f = std::frexp(x, &e);                      // x = f · 2^e, |f| in [0.5, 1)
+  const auto m = static_cast<Int128>(std::ldexp(f, 24));  // exact: x = m · 2^(e − 24)
+  const int s = g - (e - 24);                             // x / 2^g = m / 2^s
+  if (s <= 0) return m * (Int128{1} << -s);
+  if (s >= 100) return 0;
+  const Int128 magnitude = m < 0 ? -m : m;
+  Int128 q = magnitude >> s;
+  const Int128 r = magnitude - (q << s), half = Int128{1} << (s - 1);
+  if (r > half || (r == half && (q & 1) != 0)) ++q;
+  return m < 0 ? -q : q;
+}
+
+// The header's result of every element, from 128-bit words: float32(W · 2^g).
+std::vector<float> header_result(const Terms& terms, Facts& facts) {
+  std::vector<float> out;
+  std::size_t begin = 0;
+  for (std::size_t size : kSizes) {
+    const int g = header_grid(terms, begin, size);
+    for (std::size_t i = begin; i < begin + size; ++i) {
+      Int128 w = 0;
+      for (const auto& term : terms) w += q_of(term[i], g);
+      facts.check(w <= (Int128{1} << 51) && w >= -(Int128{1} << 51), "a word beyond 2^51");
+      out.push_back(static_cast<float>(std::ldexp(static_cast<double>(w), g)));
+    }
+    begin += size;
+  }
+  return out;
+}
+
+// The sum of `mine` (term indices) on `comm`, added in the order given; term k is added
+// whole, borrowed or block by block as k % 3 says.
+bool grid_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
+              const std::vector<std::size_t>& mine, std::vector<float>& out) {
+  sum.clear();
+  for (std::size_t t : mine) {
+    if (t % 3 == 0) {
+      sum.add(terms[t]);
+    } else if (t % 3 == 1) {
+      sum.add(terms[t], GridSum::Keep::kBorrow);
+    } else {
+      std::size_t begin = 0;
+      for (std::size_t b = 0; b < kSizes.size(); ++b) {
+        sum.add_block(b, std::span(terms[t]).subspan(begin, kSizes[b]));
+        begin += kSizes[b];
+      }
+    }
+  }
+  out.assign(sum.size(), -1.0f);
+  return allreduce_grid(comm, sum, out);
+}
+
+}  // namespace
+
+TEST_CASE("grid sum: the header's worked example, in every order") {
+  Facts facts;
+  const Communicator self(MPI_COMM_SELF);
+  const std::size_t one = 1;
+  GridSum sum(std::span(&one, 1));
+  const float tiny = std::ldexp(1.0f, -24);
+  std::vector<float> order{1.0f, tiny, tiny};
+  std::sort(order.begin(), order.end());
+  do {
+    sum.clear();
+    for (const float& x : order) sum.add(std::span(&x, 1));
+    float out = 0;
+    allreduce_grid(self, sum, std::span(&out, 1));
+    facts.check(out == 1.0f + std::ldexp(1.0f, -23), "an order gave " + std::to_string(out));
+  } while (std::next_permutation(order.begin(), order.end()));
+  facts.check((1.0f + tiny) + tiny == 1.0f, "the float32 sum does not depend on the order here");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("grid sum: results are the header's words, within its error bound") {
+  Facts facts;
+  const Communicator self(MPI_COMM_SELF);
+  const Terms terms = make_terms(12, 21, -30, 30);  // exact sums below fit 128 bits
+  GridSum sum(kSizes);
+  std::vector<std::size_t> all(terms.size());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<float> out;
+  facts.check(grid_sum(self, sum, terms, all, out), "finite terms gave a non-finite sum");
+  facts.check(same_bits(out, header_result(terms, facts)), "a result is not float32(W · 2^g)");
+  // |result − S| <= u·|S| + (1 + u)·n·X·2^(c − 51), S exact (on a grid below every term's
+  // last bit: 2^-64, or 2^-160 for the block of subnormals)
+  std::size_t begin = 0;
+  for (std::size_t b = 0; b < kSizes.size(); ++b) {
+    const std::size_t size = kSizes[b];
+    const int exact_grid = b == 3 ? -160 : -64;
+    double X = 0;
+    for (const auto& term : terms)
+      for (std::size_t i = begin; i < begin + size; ++i)
+        X = std::max(X, double(std::fabs(term[i])));
+    for (std::size_t i = begin; i < begin + size; ++i) {
+      Int128 s = 0;
+      for (const auto& term : terms) s += q_of(term[i], exact_grid);
+      const long double S = std::ldexp(static_cast<long double>(s), exact_grid);
+      const long double bound =
+          std::ldexp(std::fabs(S), -24) + (1 + 0x1p-24) * 12 * X * 0x1p-47 + 0x1p-150;
+      facts.check(std::fabs(static_cast<long double>(out[i]) - S) <= bound,
+                  "element " + std::to_string(i) + " beyond the bound");
+    }
+    begin += size;
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_grid: any split and order over ranks gives the single-process bits") {
+  Facts facts;
+  const Communicator comm, self(MPI_COMM_SELF);
+  const int N = comm.size(), me = comm.rank();
+  const Terms terms = make_terms(29, 5);
+  GridSum sum(kSizes);
+  std::vector<std::size_t> all(terms.size());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<float> reference, out;
+  grid_sum(self, sum, terms, all, reference);
+  // The float32 sum of one element in two orders: the data can tell orders apart.
+  float forward = 0, backward = 0;
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    forward += terms[t][0];
+    backward += terms[terms.size() - 1 - t][0];
+  }
+  facts.check(forward != backward, "the float32 sums of element 0 agree in both orders");
+  std::mt19937 split_rng(99);                              // splits agree across ranks
+  std::mt19937 order_rng(static_cast<std::uint32_t>(me));  // orders differ per rank
+  for (int kind = 0; kind < 5; ++kind) {
+    std::vector<std::size_t> mine;
+    for (std::size_t t = 0; t < terms.size(); ++t) {
+      const std::size_t owner = kind == 0   ? t * std::size_t(N) / terms.size()  // contiguous
+                                : kind == 1 ? t % std::size_t(N)                 // round-robin
+                                : kind == 2 ? std::size_t(N) - 1                 // all on one
+                                : kind == 3 ? (t < 3 ? 0 : std::size_t(N) - 1)   // uneven
+                                            : split_rng() % std::size_t(N);      // random
+      if (owner == std::size_t(me)) mine.push_back(t);
+    }
+    std::shuffle(mine.begin(), mine.end(), order_rng);
+    facts.check(grid_sum(comm, sum, terms, mine, out), "finite terms gave a non-finite sum");
+    facts.check(same_bits(out, reference), "split " + std::to_string(kind) + " differs");
+  }
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_grid: the range's ends: overflow to Inf, subnormal results, zeros") {
+  Facts facts;
+  const Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const std::vector<std::size_t> sizes{1, 1, 1};
+  GridSum sum(sizes);
+  // Every rank adds its share of 4 terms: FLT_MAX (sum beyond the range), 2^-149 (exact
+  // subnormal sum), 0.
+  std::vector<float> out(3);
+  for (int t = 0; t < 4; ++t)
+    if (t % N == me) {
+      const float term[3] = {FLT_MAX, std::ldexp(1.0f, -149), 0.0f};
+      sum.add(term);
+    }
+  facts.check(allreduce_grid(comm, sum, out), "finite terms gave a non-finite sum");
+  facts.check(std::isinf(out[0]) && out[0] > 0, "4 FLT_MAX gave " + std::to_string(out[0]));
+  facts.check(out[1] == std::ldexp(1.0f, -147), "4 · 2^-149 is not 2^-147");
+  facts.check(std::bit_cast<std::uint32_t>(out[2]) == 0, "zeros did not give +0");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_grid: a NaN or Inf on one rank makes every rank's sum NaN") {
+  Facts facts;
+  const Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const std::vector<std::size_t> sizes{2, 3};
+  GridSum sum(sizes);
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    sum.clear();
+    std::vector<float> term{1, 2, 3, 4, 5}, out(5);
+    if (me == N - 1) term[3] = bad;
+    sum.add(term);
+    facts.check(!allreduce_grid(comm, sum, out), "a non-finite term gave a finite sum");
+    facts.check(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }),
+                "the result is not NaN everywhere");
+  }
+  sum.clear();
+  std::vector<float> term(5, 1.0f), out(5);
+  sum.add(term);
+  if (me == 0) sum.mark_non_finite();
+  facts.check(!allreduce_grid(comm, sum, out), "mark_non_finite on rank 0 was not seen");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("allreduce_grid: too many terms, unequal blocks or a wrong output throw everywhere") {
+  Facts facts;
+  const Communicator comm, self(MPI_COMM_SELF);
+  const int N = comm.size(), me = comm.rank();
+  const std::vector<std::size_t> one{1};
+  const float x = 1.0f;
+  // On one rank: the 2^12 + 1st term of a block is refused, nothing changed.
+  GridSum full(one);
+  for (std::int64_t t = 0; t < GridSum::kMaxTerms; ++t) full.add(std::span(&x, 1));
+  bool refused = false;
+  try {
+    full.add(std::span(&x, 1));
+  } catch (const ExactSumError&) {
+    refused = true;
+  }
+  facts.check(refused && full.block_terms(0) == GridSum::kMaxTerms,
+              "the 2^12 + 1st term was not refused, or changed the sum");
+  // Over ranks: each rank holds fewer than 2^12, their total more (N >= 2; at N = 1 the
+  // local refusal above is the same fact).
+  auto throws_everywhere = [&](GridSum& sum, std::size_t out_size) {
+    std::vector<float> out(out_size);
+    bool threw = false;
+    try {
+      allreduce_grid(comm, sum, out);
+    } catch (const ExactSumError&) {
+      threw = true;
+    }
+    return ringtrain::testing::all_ranks(threw);
+  };
+  if (N > 1) {
+    GridSum forged(one);
+    const std::int64_t each = (GridSum::kMaxTerms + N) / N;  // Σ over ranks > kMaxTerms
+    for (std::int64_t t = 0; t < each; ++t) forged.add(std::span(&x, 1));
+    facts.check(throws_everywhere(forged, 1), "a total beyond 2^12 terms over ranks was summed");
+  }
+  const std::vector<std::size_t> mine{me == N - 1 ? std::size_t{2} : std::size_t{1}, 1};
+  GridSum unequal(mine);
+  facts.check(N == 1 || throws_everywhere(unequal, mine[0] + 1),
+              "blocks of different sizes on different ranks were summed");
+  GridSum fine(one);
+  facts.check(throws_everywhere(fine, me == N - 1 ? 2 : 1),
+              "a wrong output length on one rank was not refused everywhere");
+  REQUIRE_ALL_RANKS(facts);
+}
