@@ -4,7 +4,8 @@
 // conversions around it (add of the rank's floats, to_float after). Median over the
 // repetitions of the slowest rank's time, in ms. Last, the variant that reduce-scatters the
 // words and all-gathers the floats (conversion included), and the grid sum (grid_sum.hpp:
-// one word per element) with its reduce-scatter and all-gather timed alone.
+// one word per element), with four terms per rank too (m = 16 at N = 2), and its
+// reduce-scatter and all-gather timed alone.
 //   mpiexec.mpich -n 2 build/bench/bench_exact_allreduce [reps]
 #include <algorithm>
 #include <chrono>
@@ -100,6 +101,16 @@ int main(int argc, char** argv) {
         allreduce_grid(comm, grid, out);
       },
       reps);
+  // Four terms per rank: the mlp's m = 16 at N = 2 (three copies, the last one borrowed).
+  const double four_terms = median_ms(
+      comm,
+      [&] {
+        grid.clear();
+        for (int t = 0; t < 3; ++t) grid.add(grad);
+        grid.add(grad, GridSum::Keep::kBorrow);
+        allreduce_grid(comm, grid, out);
+      },
+      reps);
   // The parts of allreduce_grid's traffic alone: the words' reduce-scatter, the floats' gather.
   std::vector<std::int64_t> words(n);
   std::vector<int> counts;
@@ -128,6 +139,8 @@ int main(int argc, char** argv) {
     std::printf("  add + allreduce_grid (agree, convert, RS     %8.2f   %5.2fx the ring\n", on_grid,
                 on_grid / ring);
     std::printf("    one word per element, round own chunk, all-gather floats)\n");
+    std::printf("  the same, four terms per rank (3 copies)     %8.2f   %5.2fx the ring\n",
+                four_terms, four_terms / ring);
     std::printf("    of which: MPI_Reduce_scatter of the words  %8.2f\n", words_rs);
     std::printf("              the ring's all-gather of floats  %8.2f\n", gather);
   }

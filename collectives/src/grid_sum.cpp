@@ -171,20 +171,26 @@ void GridSum::add_block(std::size_t block, std::span<const float> terms) {
 }
 
 void GridSum::convert(std::span<const int> grids) {
+  // Words in pieces that stay in L1 while every term is added to them: the words are written
+  // to memory once, however many terms there are.
+  constexpr std::size_t kPiece = 1024;
   words_.resize(size());
+  std::vector<const float*> terms;
   for (std::size_t b = 0; b < kept_.size(); ++b) {
     const std::size_t n = block_size(b);
     std::int64_t* words = words_.data() + begin_[b];
     if (terms_[b] == 0) std::fill_n(words, n, 0);
     const double scale = std::ldexp(1.0, -grids[b]);
-    std::vector<const float*> terms = borrowed_[b];
+    terms = borrowed_[b];
     for (std::size_t at = 0; at < kept_used_[b]; at += n) terms.push_back(kept_[b].data() + at);
-    for (std::size_t t = 0; t < terms.size(); ++t) {
-      const float* x = terms[t];
-      if (t == 0)
-        add_on_grid<true>(x, n, scale, words);
-      else
-        add_on_grid<false>(x, n, scale, words);
+    for (std::size_t first = 0; first < n; first += kPiece) {
+      const std::size_t count = std::min(kPiece, n - first);
+      for (std::size_t t = 0; t < terms.size(); ++t) {
+        if (t == 0)
+          add_on_grid<true>(terms[t] + first, count, scale, words + first);
+        else
+          add_on_grid<false>(terms[t] + first, count, scale, words + first);
+      }
     }
   }
 }

@@ -86,6 +86,7 @@ Int128 q_of(float x, int g) {
   const float f = std::frexp(x, &e);                      // x = f · 2^e, |f| in [0.5, 1)
   const auto m = static_cast<Int128>(std::ldexp(f, 24));  // exact: x = m · 2^(e − 24)
   const int s = g - (e - 24);                             // x / 2^g = m / 2^s
+  if (m == 0) return 0;
   if (s <= 0) return m * (Int128{1} << -s);
   if (s >= 100) return 0;
   const Int128 magnitude = m < 0 ? -m : m;
