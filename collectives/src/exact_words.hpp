@@ -77,10 +77,12 @@ struct ExponentScan {
   bool non_finite = false;
 };
 
-template <typename T>
-[[gnu::always_inline]] inline ExponentScan scan_loop(std::span<const T> terms) {
+// kCopy: the terms are also copied to `to` in the same pass (GridSum keeping a term).
+template <typename T, bool kCopy = false>
+[[gnu::always_inline]] inline ExponentScan scan_loop(std::span<const T> terms, T* to = nullptr) {
   int max_exponent = 0, special = 0;  // signed ints: SSE2 vectorises their max, not unsigned
   for (std::size_t i = 0; i < terms.size(); ++i) {
+    if constexpr (kCopy) to[i] = terms[i];
     const int e = exponent_field(terms[i]);
     special |= e == Layout<T>::kMask;
     max_exponent = std::max(max_exponent, e == Layout<T>::kMask ? 0 : e);

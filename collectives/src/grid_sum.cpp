@@ -36,7 +36,7 @@ int precision_of(std::int64_t n) {
 }
 
 // words[i] (+)= round(x_i · scale), to nearest, ties to even. scale = 2^-g makes the product
-// exact and at most 2^50 in magnitude (|x| < 2^E, g >= E − 50), where the magic constant
+// exact and below 2^p <= 2^51 in magnitude (|x| < 2^E, g = E − p), where the magic constant
 // rounds it.
 // kFirst: the first term writes the words, so they need no clearing.
 template <bool kFirst>
@@ -70,23 +70,11 @@ template <bool kFirst>
                                         float* out) {
   round_loop(words, n, grid, out);
 }
-// The exponent scan of `terms` (exact_words::scan_loop), copying them to `to` in the same pass.
-[[gnu::always_inline]] inline ExponentScan copy_scan_loop(std::span<const float> terms, float* to) {
-  int max_exponent = 0, special = 0;
-  for (std::size_t i = 0; i < terms.size(); ++i) {
-    to[i] = terms[i];
-    const int e = exact_words::exponent_field(terms[i]);
-    special |= e == Layout<float>::kMask;
-    max_exponent = std::max(max_exponent, e == Layout<float>::kMask ? 0 : e);
-  }
-  return {max_exponent, special != 0};
-}
-
 [[gnu::target("avx2")]] ExponentScan scan_avx2(std::span<const float> terms) {
   return exact_words::scan_loop(terms);
 }
 [[gnu::target("avx2")]] ExponentScan copy_scan_avx2(std::span<const float> terms, float* to) {
-  return copy_scan_loop(terms, to);
+  return exact_words::scan_loop<float, true>(terms, to);
 }
 
 template <bool kFirst>
@@ -102,7 +90,8 @@ void round_words(const std::int64_t* words, std::size_t n, int grid, float* out)
 
 // The scan of `terms`, copied to `to` unless it is null.
 ExponentScan scan(std::span<const float> terms, float* to) {
-  if (to) return has_avx2() ? copy_scan_avx2(terms, to) : copy_scan_loop(terms, to);
+  if (to)
+    return has_avx2() ? copy_scan_avx2(terms, to) : exact_words::scan_loop<float, true>(terms, to);
   return has_avx2() ? scan_avx2(terms) : exact_words::scan_loop(terms);
 }
 
