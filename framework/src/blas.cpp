@@ -151,6 +151,15 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
               lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, beta, c, n);
 }
 
+void gemm_row_stable(Trans trans_a, Trans trans_b, int m, int n, int k, const float* a,
+                     const float* b, bool accumulate, float* c) {
+  if (!own_kernels_supported())
+    throw Error("gemm_row_stable: this CPU has neither AVX-512F nor AVX2 and FMA");
+  if (m == 0 || n == 0) return;
+  const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
+  own_gemm(op, m, n, k, a, b, c, accumulate);
+}
+
 void set_threads(int threads) {
   threads = std::max(1, threads);
   openblas_set_num_threads(threads);

@@ -1,9 +1,10 @@
 // Linear and Conv2d in exact mode (ctx.exact_micro_batch, --reduction exact): one call on n
-// rows with micro-batch m gives the bits of one call per micro-batch (the exact step's loop
-// for models without BatchNorm): y and dx of every row, and the exact sum of the
-// micro-batches' dW and db, word for word. So the exact step of a model with BatchNorm, which
-// calls the model once per local batch, keeps the mlp's and the cnn's bits. Conv2d in both
-// algorithms: Winograd's backward transforms each micro-batch's inputs again.
+// rows with micro-batch m gives the bits of a call per micro-batch, each alone: y and dx of
+// every row, and the exact sum of the micro-batches' dW and db, word for word. So a
+// micro-batch's results do not depend on which micro-batches share its rank's call, which is
+// what lets the exact step cut the global batch over ranks at any multiple of m. Linear with
+// and without the row-stable products (ctx.exact_row_stable: y and dx on all n rows at once);
+// Conv2d in both algorithms (Winograd's backward transforms each micro-batch's inputs again).
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "layer_rig.hpp"
 #include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/layers/linear.hpp"
@@ -46,10 +48,12 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 
 using MakeLayer = std::function<std::unique_ptr<Layer>()>;
 
-// Two layers from `make` with the same parameters: one called per micro-batch (forward, then
-// backward, as the exact step's loop), one called once on n rows in micro-batches of m.
-void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std::size_t m) {
-  INFO("n " << n << ", m " << m);
+// Two layers from `make` with the same parameters: one called per micro-batch, each call
+// alone (forward, then backward), one called once on n rows; both in exact mode with
+// micro-batch m and the same row_stable.
+void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std::size_t m,
+                   bool row_stable = false) {
+  INFO("n " << n << ", m " << m << ", row-stable " << row_stable);
   std::mt19937 rng(9);
   const std::unique_ptr<Layer> chunked = make(), single = make();
   LayerRig rig(*chunked, input, std::max<std::size_t>(n, 1), rng);
@@ -58,27 +62,27 @@ void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std
   const std::size_t in = rig.in_size(1), out = rig.out_size(1);
   const std::vector<float> x = random_normal(n * in, rng), dy = random_normal(n * out, rng);
   const std::vector<std::size_t> blocks{rig.grads[0].size(), rig.grads[1].size()};
-
-  // One call per micro-batch, its gradient added as one term per tensor.
-  collectives::ExactSum expected(blocks);
-  std::vector<float> y_ref(n * out), dx_ref(n * in), flat(blocks[0] + blocks[1]);
-  for (std::size_t first = 0; first < n; first += m) {
-    const std::size_t rows = std::min(m, n - first);
-    StepContext ctx;
-    const auto x_rows = std::span(x).subspan(first * in, rows * in);
-    single->forward(x_rows, std::span(y_ref).subspan(first * out, rows * out), rows, ctx);
-    single->backward(x_rows, {}, std::span(dy).subspan(first * out, rows * out),
-                     std::span(dx_ref).subspan(first * in, rows * in), rows, ctx);
-    std::copy(ref.grads[0].begin(), ref.grads[0].end(), flat.begin());
-    std::copy(ref.grads[1].begin(), ref.grads[1].end(), flat.begin() + std::ptrdiff_t(blocks[0]));
-    expected.add(flat);
-  }
-
-  // One call on all n rows in micro-batches of m.
-  collectives::ExactSum got(blocks);
-  const RigSink sink(rig, got);
   StepContext ctx;
   ctx.exact_micro_batch = m;
+  ctx.exact_row_stable = row_stable;
+
+  // One call per micro-batch, each adding its gradient as one term per tensor.
+  collectives::ExactSum expected(blocks);
+  const RigSink expected_sink(ref, expected);
+  ctx.exact_gradient = &expected_sink;
+  std::vector<float> y_ref(n * out), dx_ref(n * in);
+  for (std::size_t first = 0; first < n; first += m) {
+    const std::size_t rows = std::min(m, n - first);
+    const auto x_rows = std::span(x).subspan(first * in, rows * in);
+    const auto y_rows = std::span(y_ref).subspan(first * out, rows * out);
+    single->forward(x_rows, y_rows, rows, ctx);
+    single->backward(x_rows, y_rows, std::span(dy).subspan(first * out, rows * out),
+                     std::span(dx_ref).subspan(first * in, rows * in), rows, ctx);
+  }
+
+  // One call on all n rows.
+  collectives::ExactSum got(blocks);
+  const RigSink sink(rig, got);
   ctx.exact_gradient = &sink;
   std::vector<float> y(n * out), dx(n * in);
   chunked->forward(x, y, n, ctx);
@@ -87,6 +91,7 @@ void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std
   CHECK(same_bits(y, y_ref));
   CHECK(same_bits(dx, dx_ref));
   CHECK(got.terms() == expected.terms());
+  CHECK(got.terms() == std::int64_t((n + m - 1) / m));
   CHECK(got.top(0) == expected.top(0));
   CHECK(got.top(1) == expected.top(1));
   CHECK(std::ranges::equal(got.words(), expected.words()));
@@ -107,6 +112,19 @@ TEST_CASE("Linear exact: one call in micro-batches equals one call per micro-bat
           "[linear][exact]") {
   for (const auto& [n, m] : kSplits)
     check_chunked([] { return std::make_unique<Linear>(37, 11); }, {37}, n, m);
+}
+
+// y and dx on all n rows at once: 130 rows cross the own kernels' row tiles and blocks, so a
+// micro-batch's rows sit at other places of the tiles than in their own call.
+TEST_CASE("Linear exact, row-stable: y and dx on all rows equal one call per micro-batch",
+          "[linear][exact]") {
+  if (!blas::own_kernels_supported()) {
+    WARN("this CPU runs no own kernels: the row-stable products are not available");
+    return;
+  }
+  for (const auto& [n, m] : kSplits)
+    check_chunked([] { return std::make_unique<Linear>(37, 11); }, {37}, n, m, true);
+  check_chunked([] { return std::make_unique<Linear>(300, 70); }, {300}, 130, 16, true);
 }
 
 TEST_CASE("Conv2d exact (im2col): one call in micro-batches equals one call per micro-batch",

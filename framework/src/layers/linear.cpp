@@ -32,60 +32,84 @@ void Linear::bind(const LayerBinding& binding) {
   grad_bias_ = binding.grads[1];
 }
 
+namespace {
+
+// C = op(A)·op(B), or C += it, on blas::gemm or on blas::gemm_row_stable.
+void product(bool row_stable, blas::Trans trans_a, blas::Trans trans_b, std::size_t m,
+             std::size_t n, std::size_t k, const float* a, const float* b, bool accumulate,
+             float* c) {
+  if (row_stable)
+    return blas::gemm_row_stable(trans_a, trans_b, int(m), int(n), int(k), a, b, accumulate, c);
+  blas::gemm(trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, b, accumulate ? 1.0f : 0.0f, c);
+}
+
+}  // namespace
+
 void Linear::forward(std::span<const float> x, std::span<float> y, std::size_t n,
                      const StepContext& ctx) {
-  // chunks of m rows in exact mode, else one chunk of all n
-  const std::size_t m =
-      ctx.exact_micro_batch > 0 ? ctx.exact_micro_batch : std::max<std::size_t>(n, 1);
-  for (std::size_t first = 0; first < n; first += m)
-    forward_rows(x.data() + first * in_, y.data() + first * out_, std::min(m, n - first));
+  const std::size_t m = ctx.exact_micro_batch;
+  if (m == 0 || ctx.exact_row_stable) return forward_rows(x.data(), y.data(), n, m > 0);
+  for (std::size_t first = 0; first < n; first += m)  // exact, per micro-batch
+    forward_rows(x.data() + first * in_, y.data() + first * out_, std::min(m, n - first), false);
 }
 
 void Linear::backward(std::span<const float> x, std::span<const float> /*y*/,
                       std::span<const float> dy, std::span<float> dx, std::size_t n,
                       const StepContext& ctx) {
   float* dx_rows = dx.empty() ? nullptr : dx.data();  // null: the input gradient is not needed
-  if (ctx.exact_micro_batch == 0) return backward_rows(x.data(), dy.data(), dx_rows, n, ctx);
+  if (ctx.exact_micro_batch > 0) return backward_exact(x.data(), dy.data(), dx_rows, n, ctx);
+  weight_gradient(x.data(), dy.data(), n, false);
+  if (dx_rows == nullptr) return;
+  poll_communication(ctx);  // between the two products: rings in flight move
+  input_gradient(dy.data(), dx_rows, n, false);
+}
+
+// Each micro-batch's dW and db into the sink, as one term each; dx on all rows at once
+// (row-stable) or per micro-batch.
+void Linear::backward_exact(const float* x, const float* dy, float* dx, std::size_t n,
+                            const StepContext& ctx) {
   if (ctx.exact_gradient == nullptr)
     throw Error("Linear: exact micro-batches (ctx.exact_micro_batch) need ctx.exact_gradient");
   const std::size_t m = ctx.exact_micro_batch;
+  const bool row_stable = ctx.exact_row_stable;
   for (std::size_t first = 0; first < n; first += m) {
-    backward_rows(x.data() + first * in_, dy.data() + first * out_,
-                  dx_rows ? dx_rows + first * in_ : nullptr, std::min(m, n - first), ctx);
+    const std::size_t rows = std::min(m, n - first);
+    weight_gradient(x + first * in_, dy + first * out_, rows, row_stable);
     ctx.exact_gradient->add(grad_weight_);
     ctx.exact_gradient->add(grad_bias_);
+    if (dx != nullptr && !row_stable)
+      input_gradient(dy + first * out_, dx + first * in_, rows, false);
   }
+  if (dx != nullptr && row_stable) input_gradient(dy, dx, n, true);
 }
 
 // y = 1 · b (broadcast over rows), then y += x · Wᵀ   (n rows)
-void Linear::forward_rows(const float* x, float* y, std::size_t n) {
+void Linear::forward_rows(const float* x, float* y, std::size_t n, bool row_stable) {
   for (std::size_t i = 0; i < n; ++i) std::copy(bias_.begin(), bias_.end(), y + i * out_);
-  blas::gemm(blas::Trans::kNo, blas::Trans::kYes, int(n), int(out_), int(in_), 1.0f, x,
-             weight_.data(), 1.0f, y);
+  product(row_stable, blas::Trans::kNo, blas::Trans::kYes, n, out_, in_, x, weight_.data(), true,
+          y);
 }
 
-// dW, db of n rows into the gradient views; dx (null: not needed).
-void Linear::backward_rows(const float* x, const float* dy, float* dx, std::size_t n,
-                           const StepContext& ctx) {
+// dW = dyᵀ · x (out, in) and db = Σ_i dy[i, :] in row order, into the gradient views.
+void Linear::weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable) {
   if (n == 0) {  // no samples: the gradient of an empty sum is zero
     std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
     std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
     return;
   }
-  // dW = dyᵀ · x   (out, in)
-  blas::gemm(blas::Trans::kYes, blas::Trans::kNo, int(out_), int(in_), int(n), 1.0f, dy, x, 0.0f,
-             grad_weight_.data());
-  // db = Σ_i dy[i, :]
+  product(row_stable, blas::Trans::kYes, blas::Trans::kNo, out_, in_, n, dy, x, false,
+          grad_weight_.data());
   std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
   for (std::size_t i = 0; i < n; ++i) {
     const float* row = dy + i * out_;
     for (std::size_t o = 0; o < out_; ++o) grad_bias_[o] += row[o];
   }
-  // dx = dy · W   (n, in)
-  if (dx != nullptr) poll_communication(ctx);  // between the two products: rings in flight move
-  if (dx != nullptr)
-    blas::gemm(blas::Trans::kNo, blas::Trans::kNo, int(n), int(in_), int(out_), 1.0f, dy,
-               weight_.data(), 0.0f, dx);
+}
+
+// dx = dy · W   (n, in)
+void Linear::input_gradient(const float* dy, float* dx, std::size_t n, bool row_stable) {
+  product(row_stable, blas::Trans::kNo, blas::Trans::kNo, n, in_, out_, dy, weight_.data(), false,
+          dx);
 }
 
 }  // namespace ringtrain

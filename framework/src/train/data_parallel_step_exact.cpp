@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/train/data_parallel_step.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
 
 //   1. slice     this rank's b_r samples (a multiple of m, checked by the options)
-//   2. per micro-batch of m samples (the last of a short batch may hold fewer): forward,
-//      loss scaled by 1/B, backward; its gradient and its loss added into the exact sums
-//      (models with BatchNorm: one forward and one backward on all rows, per micro-batch
-//      inside the layers, whose gradients go into the exact sum through its sink)
+//   2. one forward and one backward on all b_r rows, with ctx.exact_micro_batch = m: every
+//      sum over samples (dW, db, BatchNorm's statistics) is taken per micro-batch of m rows
+//      inside the layers, each micro-batch's gradient going into the exact sum through its
+//      sink; the loss per micro-batch of the logits' rows, scaled by 1/B
 //   3. the exact allreduces: the gradient's total rounded once into the gradient buffer,
 //      then the loss's (reported by rank 0)
 //   4. every rank applies the same optimizer update, or every rank skips the step (--zero 1:
@@ -29,14 +30,14 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
   const std::size_t n = take_slice(batch);
   const double t_data = now_s();
   if (traced_) trace_->span(data_name_, 0, t0, t_data);
-  const double loss_sum = exact_micro_batches(n, batch.samples.size());
+  const double loss_sum = exact_pass(n, batch.samples.size());
   const double t_backward = now_s();
   const bool applied = exact_sum_and_update(std::isfinite(loss_sum));
   const double t_end = now_s();
 
   times_.step_s = t_end - t0;
   times_.data_s = t_data - t0;
-  times_.backward_s = t_backward - t_data;  // forward and backward interleave per micro-batch
+  times_.backward_s = t_backward - t_data;  // forward, loss and backward in one span
   times_.collectives += 2.0;  // the exact allreduces of the gradient and the loss (and with
                               // --zero 1 the all-gathers)
   // The metrics window sums the ranks' reports: rank 0 reports the exact loss, the others 0.
@@ -44,53 +45,14 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
   return {reported, n, batch.samples.size(), applied, times_};
 }
 
-// Runs this rank's micro-batches in sample order, adding each one's gradient and loss into
-// the exact sums; returns this rank's loss sum (not scaled; only its finiteness is used).
-// Models with BatchNorm take the whole local batch in one call instead (exact_whole_batch).
-double DataParallelStep::exact_micro_batches(std::size_t n, std::size_t global_samples) {
+// One forward and one backward on this rank's n rows with ctx.exact_micro_batch = m
+// (exact_step.hpp): the layers sum per micro-batch inside the call (BatchNorm's statistics
+// over ranks too: collective, also with n = 0) and add each micro-batch's dW, db into the
+// exact sum (the sink); y and dx of Linear run on the row-stable products where this CPU has
+// them. The loss is taken per micro-batch of the logits' rows, in sample order. Returns this
+// rank's loss sum (not scaled; only its finiteness is used).
+double DataParallelStep::exact_pass(std::size_t n, std::size_t global_samples) {
   exact_->clear();
-  if (model_.has_batch_norm()) return exact_whole_batch(n, global_samples);
-  const std::size_t m = plan_.exact_micro_batch;
-  double loss_sum = 0.0;
-  for (std::size_t first = 0; first < n; first += m) {
-    const std::size_t rows = std::min(m, n - first);
-    const double t0 = now_s();
-    const double micro_batch_loss = exact_micro_batch(first, rows, global_samples);
-    if (traced_) trace_->span(exact_pass_name_, 0, t0, now_s());
-    loss_sum += micro_batch_loss;
-    // The last partial stays in the gradient buffer until the sum (no copy).
-    const bool last = first + rows == n;
-    exact_->add(model_.parameters().grads(),
-                last ? collectives::GridSum::Keep::kBorrow : collectives::GridSum::Keep::kCopy);
-    exact_->add_loss(micro_batch_loss);
-  }
-  return loss_sum;
-}
-
-// Forward, loss (scaled by 1/B) and backward of rows [first, first + rows) of this rank's
-// slice: the gradient buffer then holds this micro-batch's partial gradient (layers overwrite
-// their gradients). Returns the micro-batch's loss sum.
-double DataParallelStep::exact_micro_batch(std::size_t first, std::size_t rows,
-                                           std::size_t global_samples) {
-  const std::size_t pixels = num_elements(model_.input_shape());
-  const std::size_t width = num_elements(model_.output_shape());
-  StepContext ctx = context(rows, true);
-  ctx.sample_ids = std::span<const std::uint64_t>(sample_ids_).subspan(first, rows);
-  ctx.poll = nullptr;  // no rings in flight
-  const auto outputs = model_.forward(
-      std::span<const float>(inputs_).subspan(first * pixels, rows * pixels), rows, ctx);
-  const std::span<float> doutputs = std::span(dlogits_).first(rows * width);
-  const double loss_sum = exact_loss(outputs, doutputs, first, rows, global_samples);
-  model_.backward(doutputs, rows, ctx);
-  return loss_sum;
-}
-
-// Models with BatchNorm (exact_step.hpp, "BatchNorm / SyncBN"): one forward and one backward
-// on all n rows with ctx.exact_micro_batch = m. BatchNorm sums its statistics per micro-batch
-// and over ranks inside the call (collective: also with n = 0); Linear and Conv2d run their
-// products per micro-batch and add each one's dW, db into the exact sum (the sink); the loss
-// is taken per micro-batch of the logits' rows, in sample order. Returns the rank's loss sum.
-double DataParallelStep::exact_whole_batch(std::size_t n, std::size_t global_samples) {
   const std::size_t pixels = num_elements(model_.input_shape());
   const std::size_t width = num_elements(model_.output_shape());
   const std::size_t m = plan_.exact_micro_batch;
@@ -99,6 +61,7 @@ double DataParallelStep::exact_whole_batch(std::size_t n, std::size_t global_sam
   ctx.poll = nullptr;  // no rings in flight
   ctx.exact_micro_batch = m;
   ctx.exact_gradient = &exact_->sink();
+  ctx.exact_row_stable = blas::own_kernels_supported();
   const double t0 = now_s();
   const auto outputs = model_.forward(std::span<const float>(inputs_).first(n * pixels), n, ctx);
   double loss_sum = 0.0;

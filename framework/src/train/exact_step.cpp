@@ -73,12 +73,6 @@ void ExactGradient::span(std::size_t name, double begin_s) const {
   if (trace_ && trace_->recording()) trace_->span(name, 0, begin_s, now_s());
 }
 
-void ExactGradient::add(std::span<const float> partial, collectives::GridSum::Keep keep) {
-  const double t0 = now_s();
-  sum_.add(partial, keep);
-  span(add_name_, t0);
-}
-
 void ExactGradient::Sink::add(std::span<const float> gradient) const {
   // The view's offset in the gradient buffer names its tensor (compared as addresses: a span
   // of another buffer matches no tensor).

@@ -47,6 +47,14 @@ std::string kernels_warning();
 // thread count: the rule above, by shape alone.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k);
 
+// The row-stable product for --reduction exact (train/exact_step.hpp): C = op(A)·op(B)
+// (accumulate: C +=) on the own kernels whatever the shape and the kernel choice, blocks on
+// the rank's threads. Each element of C is summed over k in an order fixed by k alone
+// (gemm_own.hpp), so a row of C has the same bits in a product of any number of rows and at
+// any thread count. Only where own_kernels_supported(); Error otherwise.
+void gemm_row_stable(Trans trans_a, Trans trans_b, int m, int n, int k, const float* a,
+                     const float* b, bool accumulate, float* c);
+
 // Threads the BLAS may use in this process (cores per node / ranks per node): OpenBLAS's
 // count, and the threads that compute the own kernels' blocks (made here, kept for the
 // process's life).

@@ -84,10 +84,15 @@ struct StepContext {
   // batch (BatchNorm) sum its statistics per micro-batch of this many rows, aligned to the
   // rank's first row, in exact accumulators (cross_rank->sum_exact). 0: the float/double path.
   std::size_t exact_micro_batch = 0;
-  // With exact_micro_batch: layers whose parameter gradient is a sum over rows (Linear) run
-  // their products per micro-batch and hand each micro-batch's gradient to this sink, which
-  // then holds the call's gradient (the layer's views hold the last micro-batch's only).
+  // With exact_micro_batch: layers whose parameter gradient is a sum over rows (Linear,
+  // Conv2d) compute it per micro-batch and hand each micro-batch's gradient to this sink,
+  // which then holds the call's gradient (the layer's views hold the last micro-batch's only).
   const ExactGradientSink* exact_gradient = nullptr;
+  // With exact_micro_batch: true runs Linear's products whose rows are samples (y = x·Wᵀ,
+  // dx = dy·W) once on all n rows, on blas::gemm_row_stable (a row's bits do not depend on
+  // the call's other rows); false runs them per micro-batch, as every product is (the path
+  // for CPUs without the own kernels).
+  bool exact_row_stable = false;
   // Called by a layer between pieces of long work in backward (a convolution between
   // samples, a linear layer between its two products) so that gradient rings in flight
   // advance (gradient_reducer.hpp). Null: nobody listens. It never touches the layer's data;

@@ -5,10 +5,12 @@
 //   dW = dyᵀ · x     (out, in)
 //   db = Σ_rows dy   (out)
 //   dx = dy · W      (n, in)
-// Exact (ctx.exact_micro_batch = m > 0; --reduction exact, train/exact_step.hpp): forward and
-// backward run per chunk of m rows from the call's first row (the last may be shorter), each
-// chunk exactly the call a per-micro-batch loop would make (the same shapes, so the same
-// bits); each chunk's dW and db go to ctx.exact_gradient (required), one term each.
+// Exact (ctx.exact_micro_batch = m > 0; --reduction exact, train/exact_step.hpp): dW and db
+// run per chunk of m rows from the call's first row (the last may be shorter), each chunk's
+// going to ctx.exact_gradient (required) as one term: its bits depend on its rows alone.
+// y and dx are per row: with ctx.exact_row_stable on all n rows at once through
+// blas::gemm_row_stable, else per chunk of m rows as well (the same shapes, so the same
+// bits, as a call per micro-batch).
 #pragma once
 
 #include "ringtrain/framework/layer.hpp"
@@ -30,10 +32,15 @@ class Linear final : public Layer {
   double forward_flops_per_sample() const override { return 2.0 * in_ * out_; }
 
  private:
-  // The whole-call forward and backward of n rows (one chunk in exact mode).
-  void forward_rows(const float* x, float* y, std::size_t n);
-  void backward_rows(const float* x, const float* dy, float* dx, std::size_t n,
-                     const StepContext& ctx);
+  // y of n rows; row_stable: on blas::gemm_row_stable, else blas::gemm.
+  void forward_rows(const float* x, float* y, std::size_t n, bool row_stable);
+  // dW, db of n rows into the gradient views.
+  void weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable);
+  // dx of n rows.
+  void input_gradient(const float* dy, float* dx, std::size_t n, bool row_stable);
+  // backward in exact mode: the sums per micro-batch into ctx.exact_gradient.
+  void backward_exact(const float* x, const float* dy, float* dx, std::size_t n,
+                      const StepContext& ctx);
 
   std::size_t in_, out_;
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;

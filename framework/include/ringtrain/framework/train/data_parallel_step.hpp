@@ -13,10 +13,10 @@
 //                the same optimizer update (bucket by bucket as each sum completes), or every
 //                rank skips the step
 //
-// With --reduction exact, run() takes another road after step 1 (exact_step.hpp): forward,
-// loss and backward per micro-batch of m samples (models with BatchNorm: one forward and one
-// backward whose layers work per micro-batch), each micro-batch's gradient added into an
-// exact accumulator, one exact allreduce after backward, then the same optimizer update.
+// With --reduction exact, run() takes another road after step 1 (exact_step.hpp): one
+// forward and one backward whose layers sum over samples per micro-batch of m samples, each
+// micro-batch's gradient added into an exact accumulator, one exact allreduce after
+// backward, then the same optimizer update.
 //
 // It owns what a step uses and nothing else: the reducer, the optimizer, the batch buffers
 // (planned once: a step allocates nothing) and the trace's span names. The loop around it
@@ -105,9 +105,7 @@ class DataParallelStep {
   StepContext context(std::size_t n, bool training);
   // --reduction exact (data_parallel_step_exact.cpp).
   StepOutcome run_exact(std::uint64_t step, const data::GlobalBatch& batch);
-  double exact_micro_batches(std::size_t n, std::size_t global_samples);
-  double exact_micro_batch(std::size_t first, std::size_t rows, std::size_t global_samples);
-  double exact_whole_batch(std::size_t n, std::size_t global_samples);
+  double exact_pass(std::size_t n, std::size_t global_samples);
   double exact_loss(std::span<const float> outputs, std::span<float> doutputs, std::size_t first,
                     std::size_t rows, std::size_t global_samples) const;
   bool exact_sum_and_update(bool local_ok);

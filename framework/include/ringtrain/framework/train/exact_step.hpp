@@ -11,19 +11,20 @@
 //                      Every local batch is a multiple of m, so a rank holds whole
 //                      micro-batches and micro-batch j is the same m samples on whichever
 //                      rank holds it.
-//   2. same shapes     forward, loss and backward run per micro-batch: every product has the
-//                      same shape (m rows, or k = m for dW) whatever the split, on one BLAS
-//                      thread (the refusals in options.cpp keep it there), so a micro-batch's
-//                      dW and db bits depend on its m samples alone. Each layer's backward
-//                      overwrites its gradients (layer.hpp), so after a micro-batch the
-//                      model's gradient buffer holds exactly that micro-batch's partial, already
-//                      scaled by 1/B (the sum-scaled convention, reduction.hpp).
-//   3. exact sums      each partial is kept (a copy; the last one stays in the gradient
-//                      buffer) in a GridSum (collectives/grid_sum.hpp), one block per
-//                      parameter tensor. At the sum the ranks agree on each block's largest
-//                      exponent and term count, which fix its grid; every partial is rounded
-//                      once onto it as an int64 word per element. Integer addition is
-//                      associative, so neither the split over ranks nor the order matters.
+//   2. one call        forward and backward run once on the rank's whole local batch, with
+//                      ctx.exact_micro_batch = m (data_parallel_step_exact.cpp). Results per
+//                      sample (y, dx) do not depend on the other rows of the call; every sum
+//                      over samples (dW, db, BatchNorm's statistics) is taken per micro-batch
+//                      inside the layers, from that micro-batch's rows alone, and each
+//                      micro-batch's dW and db go to this sum through sink(). The layers'
+//                      rules ("Layers" below) keep both true, and the sums are already scaled
+//                      by 1/B (the sum-scaled convention, reduction.hpp).
+//   3. exact sums      each micro-batch's dW and db are kept (copies) in a GridSum
+//                      (collectives/grid_sum.hpp), one block per parameter tensor. At the sum
+//                      the ranks agree on each block's largest exponent and term count, which
+//                      fix its grid; every term is rounded once onto it as an int64 word per
+//                      element. Integer addition is associative, so neither the split over
+//                      ranks nor the order matters.
 //   4. one rounding    allreduce_grid reduce-scatters the words (8 bytes per element), each
 //                      rank rounding its chunk of the totals to float32 once; the ring
 //                      all-gathers the floats into every rank's gradient buffer (the same
@@ -36,10 +37,9 @@
 //                      and the other ranks report 0, so the window's sum over ranks is exact.
 //   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
 //   bitwise at another N.
-//   Trace (--trace-steps): on lane 0, "exact: forward, loss, backward" per micro-batch (one
-//   for the whole batch of a BatchNorm model), "exact: add to the accumulator" per add (the
-//   copy and exponent scan of a partial; for BatchNorm models per tensor, inside the pass),
-//   "exact: sum over ranks and round" (the agreement, the conversion, the words' sum),
+//   Trace (--trace-steps): on lane 0, "exact: forward, loss, backward" (the call), inside
+//   it "exact: add to the accumulator" per term of a tensor (the copy and exponent scan),
+//   then "exact: sum over ranks and round" (the agreement, the conversion, the words' sum),
 //   "exact: loss over ranks" and "optimizer": bench/README-exact.md splits the step's cost
 //   with them.
 //
@@ -47,46 +47,38 @@
 // float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^(c−51), u = 2^-24,
 // c = ceil(log2 n), X the largest |partial| of the element's tensor (grid_sum.hpp derives
 // it); a float32 sum of the same partials in some order carries (n − 1)·u·Σ|x| instead.
-// Memory: the kept copies, (b_r/m − 1) floats per parameter on a rank with b_r samples.
+// Memory: the kept copies, b_r/m floats per parameter on a rank with b_r samples.
 //
-// Layers: Linear, ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index)
-// compute a sample's outputs from that sample alone. Conv2d (conv2d.cpp) computes a call of n
-// rows in P = min(4, n) parts of fixed bounds p·n/P, sums the parts' dW and db in part order,
-// and runs Winograd's groups of 4 images from each part's start: all of it a function of n
-// alone (the part-to-thread assignment does not touch the bits, and the BLAS is on one
-// thread). A micro-batch is one forward/backward call of n = m rows (or fewer, for the last
-// micro-batch of a short batch, which lies on one rank whatever the split), so its conv
-// gradient depends only on its samples and n, for any m: groups start at the call's parts,
-// never at another micro-batch's samples. BatchNorm: below. check_exact_layers refuses others.
+// Layers. ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index) compute
+// a sample's outputs from that sample alone.
+//   Linear     dW, db per micro-batch of m rows (a product of k = m, then the rows' sum in
+//              order). y = x·Wᵀ and dx = dy·W on all rows at once through
+//              blas::gemm_row_stable where the CPU has the own kernels (AVX2 and FMA, or
+//              AVX-512F): each element is summed over k in an order fixed by k alone, so a
+//              row's bits depend neither on the call's other rows nor on the thread count
+//              (ctx.exact_row_stable; whatever --gemm says). Elsewhere y and dx run per
+//              micro-batch, each product of the shape a micro-batch alone would give it.
+//   Conv2d     every product per micro-batch of m rows: a call of n rows splits into P =
+//              min(4, n) parts of bounds p·n/P, sums the parts' dW and db in part order, and
+//              runs Winograd's groups of 4 images from each part's start, all a function of
+//              the micro-batch's rows alone (the part-to-thread assignment does not touch
+//              the bits; the BLAS is on one thread). Winograd keeps no V in such a forward
+//              (the next micro-batch would overwrite it): backward transforms each
+//              micro-batch's inputs again (winograd::keep_inputs, the same bits).
+// tests/framework/exact_chunks_test.cpp checks both against one call per micro-batch.
+// The bits of a run depend on the CPU's kernels (AVX2 and AVX-512 give different ones), so
+// runs compare bitwise on one kind of CPU. check_exact_layers refuses other layers.
 //
-// BatchNorm / SyncBN. A per-micro-batch loop cannot hold BatchNorm with the one-process
-// meaning: no sample can be normalised before the statistics of all B samples (every
-// micro-batch of every rank) are known, and no dx before Σdy, Σdy·x̂ of all of them. So for a
-// model with BatchNorm the step changes shape (data_parallel_step_exact.cpp,
-// exact_whole_batch):
-//   a. one call     forward and backward run ONCE on the rank's whole local batch, with
-//                   ctx.exact_micro_batch = m; the layers whose results depend on the batch
-//                   work per micro-batch inside the call, on rows [j·m, (j+1)·m) of it.
-//   b. products     Linear and Conv2d run each product per chunk of m rows: the same calls,
-//                   shapes and thread count as the per-micro-batch loop, so the same bits
-//                   (tests/framework/exact_chunks_test.cpp). Their dW, db of chunk j go,
-//                   copied, into their tensor's block of this sum (GridSum::add_block)
-//                   through ctx.exact_gradient = sink() (layer.hpp: ExactGradientSink; a
-//                   view's offset in the gradient buffer names the block). Winograd keeps no V in
-//                   such a forward (the next chunk would overwrite it): backward transforms
-//                   each chunk's inputs again (winograd::keep_inputs, the same bits).
-//   c. BatchNorm    per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂
-//                   (backward), in double, each one term of a small accumulator inside the
-//                   layer, summed over ranks by ctx.cross_rank->sum_exact (allreduce_exact:
-//                   three small collectives per layer per step) and rounded to double once;
-//                   μ, σ², y, dx and the running statistics follow from the totals, the same
-//                   bits for any split. dγ, dβ are then the global totals on every rank, so
-//                   they take no terms here: their blocks stay empty and sum_into puts the
-//                   layer's values back after rounding the buffer (not summed twice).
-//   d. loss         per micro-batch of the logits' rows, in sample order, as in the loop.
-// Nothing else changes: one allreduce_grid of the gradient, one rounding, the optimizer.
-// Models without BatchNorm keep the per-micro-batch loop (the chunked layers give its bits,
-// exact_chunks_test.cpp; the loop keeps Winograd's V instead of transforming inputs twice).
+// BatchNorm / SyncBN. No sample can be normalised before the statistics of all B samples
+// (every micro-batch of every rank) are known, and no dx before Σdy, Σdy·x̂ of all of them;
+// the one call (2.) lets the layer wait for them:
+//   per micro-batch Σx, then Σ(x − μ)² (forward, two passes) and Σdy, Σdy·x̂ (backward), in
+//   double, each one term of a small accumulator inside the layer, summed over ranks by
+//   ctx.cross_rank->sum_exact (allreduce_exact: three small collectives per layer per step,
+//   collective also on a rank with no rows) and rounded to double once; μ, σ², y, dx and the
+//   running statistics follow from the totals, the same bits for any split. dγ, dβ are then
+//   the global totals on every rank, so they take no terms here: their blocks stay empty and
+//   sum_into puts the layer's values back after rounding the buffer (not summed twice).
 // --sync-bn off (each rank normalising by its own rows) depends on the split by definition:
 // refused with --reduction exact (options.cpp); at N = 1 the layer's sums are the batch's (no
 // cross_rank).
@@ -113,9 +105,8 @@ inline constexpr std::size_t kExactMaxMicroBatches =
 // Throws UsageError naming the first layer the exact step does not support yet.
 void check_exact_layers(const Sequential& model);
 
-// One step's exact gradient sum over micro-batches and ranks. Terms come from the step (add:
-// the whole gradient buffer per micro-batch) or from the layers (sink(): one tensor's
-// gradient view per micro-batch, into its block).
+// One step's exact gradient sum over micro-batches and ranks. Terms come from the layers
+// (sink(): one tensor's gradient view per micro-batch, into its block).
 class ExactGradient {
  public:
   // One block per parameter tensor of `model`, in buffer order. BatchNorm's tensors are
@@ -132,11 +123,6 @@ class ExactGradient {
     sum_.clear();
     loss_.clear();
   }
-  // Adds one micro-batch's partial (the whole gradient buffer) as one term per element. The
-  // step's last partial may be borrowed (collectives::GridSum::Keep::kBorrow): it stays in
-  // the gradient buffer, unchanged until sum_into, and is not copied.
-  void add(std::span<const float> partial,
-           collectives::GridSum::Keep keep = collectives::GridSum::Keep::kCopy);
   // Adds one micro-batch's loss sum (not scaled) as one term.
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
   // For ctx.exact_gradient (layer.hpp): add(view) adds a parameter tensor's gradient view
