@@ -128,21 +128,29 @@ void GridSum::check_block_term(std::size_t block, std::size_t size) const {
                         "fewer terms per block (a larger micro-batch)");
 }
 
+float* GridSum::room(std::size_t block, std::size_t size) {
+  std::vector<float>& kept = kept_[block];
+  const std::size_t used = kept_used_[block];
+  if (kept.size() < used + size) kept.resize(used + size);  // else reused from earlier sums
+  return kept.data() + used;
+}
+
+void GridSum::count(std::size_t block, int max_field, bool non_finite) {
+  non_finite_ |= non_finite;
+  max_field_[block] = std::max(max_field_[block], max_field);
+  ++terms_[block];
+}
+
 void GridSum::keep(std::size_t block, std::span<const float> terms, Keep keep) {
   float* to = nullptr;
   if (keep == Keep::kCopy) {
-    std::vector<float>& kept = kept_[block];
-    const std::size_t used = kept_used_[block];
-    if (kept.size() < used + terms.size()) kept.resize(used + terms.size());  // else reused
-    to = kept.data() + used;
-    kept_used_[block] = used + terms.size();
+    to = room(block, terms.size());
+    kept_used_[block] += terms.size();
   } else {
     borrowed_[block].push_back(terms.data());
   }
   const ExponentScan found = scan(terms, to);
-  non_finite_ |= found.non_finite;
-  max_field_[block] = std::max(max_field_[block], found.max_exponent);
-  ++terms_[block];
+  count(block, found.max_exponent, found.non_finite);
 }
 
 void GridSum::add(std::span<const float> terms, Keep keep) {
@@ -157,6 +165,22 @@ void GridSum::add(std::span<const float> terms, Keep keep) {
 void GridSum::add_block(std::size_t block, std::span<const float> terms) {
   check_block_term(block, terms.size());
   keep(block, terms, Keep::kCopy);
+}
+
+std::span<float> GridSum::next_term(std::size_t block) {
+  check_block_term(block, block < blocks() ? block_size(block) : 0);
+  return {room(block, block_size(block)), block_size(block)};
+}
+
+void GridSum::add_written(std::size_t block) {
+  check_block_term(block, block < blocks() ? block_size(block) : 0);
+  const std::size_t n = block_size(block);
+  if (kept_[block].size() < kept_used_[block] + n)
+    throw ExactSumError("grid sum: add_written(" + std::to_string(block) +
+                        ") without next_term for it");
+  const ExponentScan found = scan({kept_[block].data() + kept_used_[block], n}, nullptr);
+  kept_used_[block] += n;
+  count(block, found.max_exponent, found.non_finite);
 }
 
 void GridSum::convert(std::span<const int> grids) {

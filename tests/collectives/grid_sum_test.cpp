@@ -1,7 +1,7 @@
 // Exact sums on an agreed grid (grid_sum.hpp) at N = 1..4: terms spread over many binades,
 // with cancelling pairs, give the same bits in any order, any split over ranks and any mix of
-// copied, borrowed and block-wise terms; every result is the float32 of the header's word,
-// computed here in 128-bit integers, and lies within the header's error bound; too many
+// copied, borrowed, block-wise and in-place terms; every result is the float32 of the header's
+// word, computed here in 128-bit integers, and lies within the header's error bound; too many
 // terms, unequal blocks and a wrong output length throw on every rank; a non-finite term on
 // one rank makes every rank's result NaN.
 //
@@ -114,19 +114,25 @@ std::vector<float> header_result(const Terms& terms, Facts& facts) {
 }
 
 // The sum of `mine` (term indices) on `comm`, added in the order given; term k is added
-// whole, borrowed or block by block as k % 3 says.
+// whole, borrowed, block by block, or block by block written in place, as k % 4 says.
 bool grid_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
               const std::vector<std::size_t>& mine, std::vector<float>& out) {
   sum.clear();
   for (std::size_t t : mine) {
-    if (t % 3 == 0) {
+    if (t % 4 == 0) {
       sum.add(terms[t]);
-    } else if (t % 3 == 1) {
+    } else if (t % 4 == 1) {
       sum.add(terms[t], GridSum::Keep::kBorrow);
     } else {
       std::size_t begin = 0;
       for (std::size_t b = 0; b < kSizes.size(); ++b) {
-        sum.add_block(b, std::span(terms[t]).subspan(begin, kSizes[b]));
+        const auto block = std::span(terms[t]).subspan(begin, kSizes[b]);
+        if (t % 4 == 2) {
+          sum.add_block(b, block);
+        } else {
+          std::ranges::copy(block, sum.next_term(b).begin());
+          sum.add_written(b);
+        }
         begin += kSizes[b];
       }
     }
@@ -153,6 +159,38 @@ TEST_CASE("grid sum: the header's worked example, in every order") {
     facts.check(out == 1.0f + std::ldexp(1.0f, -23), "an order gave " + std::to_string(out));
   } while (std::next_permutation(order.begin(), order.end()));
   facts.check((1.0f + tiny) + tiny == 1.0f, "the float32 sum does not depend on the order here");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+// A term written in place (next_term, add_written) counts like a copied one: its exponents
+// set the grid when it holds the largest element, its NaN makes the sum NaN.
+TEST_CASE("grid sum: a term written in place counts like a copied one") {
+  Facts facts;
+  const Communicator self(MPI_COMM_SELF);
+  const std::size_t two = 2;
+  GridSum sum(std::span(&two, 1));
+  const std::vector<float> big{0x1p20f, 3.0f}, small{1.0f, 0x1p-30f};
+  auto sum_of = [&](bool in_place, const std::vector<float>& first) {
+    sum.clear();
+    if (in_place) {
+      std::ranges::copy(first, sum.next_term(0).begin());
+      sum.add_written(0);
+    } else {
+      sum.add_block(0, first);
+    }
+    sum.add_block(0, small);
+    std::vector<float> out(2);
+    const bool finite = allreduce_grid(self, sum, out);
+    return std::pair(finite, out);
+  };
+  const auto [copied_finite, copied] = sum_of(false, big);
+  const auto [written_finite, written] = sum_of(true, big);
+  facts.check(copied_finite && written_finite, "finite terms gave a non-finite sum");
+  facts.check(copied == std::vector<float>{0x1p20f + 1.0f, 3.0f + 0x1p-30f},
+              "the copied terms' sum is not exact");
+  facts.check(same_bits(written, copied), "the term written in place gave other bits");
+  const auto [nan_finite, nan_sum] = sum_of(true, {std::numeric_limits<float>::quiet_NaN(), 1.0f});
+  facts.check(!nan_finite && std::isnan(nan_sum[1]), "a NaN written in place was not seen");
   REQUIRE_ALL_RANKS(facts);
 }
 

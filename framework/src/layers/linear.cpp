@@ -58,25 +58,27 @@ void Linear::backward(std::span<const float> x, std::span<const float> /*y*/,
                       const StepContext& ctx) {
   float* dx_rows = dx.empty() ? nullptr : dx.data();  // null: the input gradient is not needed
   if (ctx.exact_micro_batch > 0) return backward_exact(x.data(), dy.data(), dx_rows, n, ctx);
-  weight_gradient(x.data(), dy.data(), n, false);
+  weight_gradient(x.data(), dy.data(), n, false, grad_weight_.data(), grad_bias_.data());
   if (dx_rows == nullptr) return;
   poll_communication(ctx);  // between the two products: rings in flight move
   input_gradient(dy.data(), dx_rows, n, false);
 }
 
-// Each micro-batch's dW and db into the sink, as one term each; dx on all rows at once
-// (row-stable) or per micro-batch.
+// Each micro-batch's dW and db written where the sink keeps its terms, one term each; dx on
+// all rows at once (row-stable) or per micro-batch.
 void Linear::backward_exact(const float* x, const float* dy, float* dx, std::size_t n,
                             const StepContext& ctx) {
   if (ctx.exact_gradient == nullptr)
     throw Error("Linear: exact micro-batches (ctx.exact_micro_batch) need ctx.exact_gradient");
   const std::size_t m = ctx.exact_micro_batch;
   const bool row_stable = ctx.exact_row_stable;
+  const ExactGradientSink& sink = *ctx.exact_gradient;
   for (std::size_t first = 0; first < n; first += m) {
     const std::size_t rows = std::min(m, n - first);
-    weight_gradient(x + first * in_, dy + first * out_, rows, row_stable);
-    ctx.exact_gradient->add(grad_weight_);
-    ctx.exact_gradient->add(grad_bias_);
+    weight_gradient(x + first * in_, dy + first * out_, rows, row_stable,
+                    sink.term(grad_weight_).data(), sink.term(grad_bias_).data());
+    sink.commit(grad_weight_);
+    sink.commit(grad_bias_);
     if (dx != nullptr && !row_stable)
       input_gradient(dy + first * out_, dx + first * in_, rows, false);
   }
@@ -90,19 +92,19 @@ void Linear::forward_rows(const float* x, float* y, std::size_t n, bool row_stab
           y);
 }
 
-// dW = dyᵀ · x (out, in) and db = Σ_i dy[i, :] in row order, into the gradient views.
-void Linear::weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable) {
+// dW = dyᵀ · x (out, in) and db = Σ_i dy[i, :] in row order, into dw and db.
+void Linear::weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable,
+                             float* dw, float* db) {
   if (n == 0) {  // no samples: the gradient of an empty sum is zero
-    std::fill(grad_weight_.begin(), grad_weight_.end(), 0.0f);
-    std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
+    std::fill_n(dw, out_ * in_, 0.0f);
+    std::fill_n(db, out_, 0.0f);
     return;
   }
-  product(row_stable, blas::Trans::kYes, blas::Trans::kNo, out_, in_, n, dy, x, false,
-          grad_weight_.data());
-  std::fill(grad_bias_.begin(), grad_bias_.end(), 0.0f);
+  product(row_stable, blas::Trans::kYes, blas::Trans::kNo, out_, in_, n, dy, x, false, dw);
+  std::fill_n(db, out_, 0.0f);
   for (std::size_t i = 0; i < n; ++i) {
     const float* row = dy + i * out_;
-    for (std::size_t o = 0; o < out_; ++o) grad_bias_[o] += row[o];
+    for (std::size_t o = 0; o < out_; ++o) db[o] += row[o];
   }
 }
 

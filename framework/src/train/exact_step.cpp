@@ -73,7 +73,7 @@ void ExactGradient::span(std::size_t name, double begin_s) const {
   if (trace_ && trace_->recording()) trace_->span(name, 0, begin_s, now_s());
 }
 
-void ExactGradient::Sink::add(std::span<const float> gradient) const {
+std::size_t ExactGradient::Sink::block_of(std::span<const float> gradient) const {
   // The view's offset in the gradient buffer names its tensor (compared as addresses: a span
   // of another buffer matches no tensor).
   const auto base = reinterpret_cast<std::uintptr_t>(owner_.gradient_);
@@ -87,8 +87,22 @@ void ExactGradient::Sink::add(std::span<const float> gradient) const {
         fmt::format("exact gradient sink: a span of {} floats that is not a parameter "
                     "tensor's gradient view",
                     gradient.size()));
+  return static_cast<std::size_t>(it - tensors.begin());
+}
+
+void ExactGradient::Sink::add(std::span<const float> gradient) const {
   const double t0 = now_s();
-  owner_.sum_.add_block(static_cast<std::size_t>(it - tensors.begin()), gradient);
+  owner_.sum_.add_block(block_of(gradient), gradient);
+  owner_.span(owner_.add_name_, t0);
+}
+
+std::span<float> ExactGradient::Sink::term(std::span<float> gradient) const {
+  return owner_.sum_.next_term(block_of(gradient));
+}
+
+void ExactGradient::Sink::commit(std::span<float> gradient) const {
+  const double t0 = now_s();
+  owner_.sum_.add_written(block_of(gradient));
   owner_.span(owner_.add_name_, t0);
 }
 

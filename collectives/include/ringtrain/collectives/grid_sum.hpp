@@ -54,7 +54,7 @@
 //
 // Cost, M elements and n terms per rank: n · M floats of memory for the kept terms (ExactSum's
 // 16 bytes per element are 4 terms' worth; a borrowed term takes none); per add an exponent
-// scan and the copy, in one pass; at the sum two
+// scan and the copy, in one pass (a term written in place: the scan alone); at the sum two
 // small collectives (a max and a sum over a few doubles per block), n conversions (read a
 // float, add into the 8-byte word), one MPI_Reduce_scatter of M int64 words, the rounding of
 // this rank's chunk and the ring's all-gather of the floats: (N−1)/N · (8 + 4) bytes per
@@ -95,6 +95,13 @@ class GridSum {
   void add(std::span<const float> terms, Keep keep = Keep::kCopy);
   // One term for the elements of one block only (terms.size() == block_size(block)).
   void add_block(std::size_t block, std::span<const float> terms);
+  // One term for one block, written in place instead of copied: next_term(block) gives the
+  // floats where the block's next term is kept (block_size(block) of them, contents
+  // unspecified); the caller writes all of them, then add_written(block) counts the term.
+  // Checked as add_block's term is (ExactSumError); anything else added to the block in
+  // between is a caller's error.
+  std::span<float> next_term(std::size_t block);
+  void add_written(std::size_t block);
   // As if a term had been NaN: the sum over ranks is then not finite on every rank.
   void mark_non_finite() { non_finite_ = true; }
 
@@ -103,6 +110,11 @@ class GridSum {
   // Checks before anything changes; ExactSumError names what is wrong.
   void check_block_term(std::size_t block, std::size_t size) const;
   void keep(std::size_t block, std::span<const float> terms, Keep keep);
+  // Room for `size` more floats of the block's kept terms, at kept_used_[block].
+  float* room(std::size_t block, std::size_t size);
+  // Counts one more term of the block, its largest exponent field and whether it held a NaN
+  // or an Inf.
+  void count(std::size_t block, int max_field, bool non_finite);
   // words_ <- every block's kept terms converted on its grid and summed.
   void convert(std::span<const int> grids);
 

@@ -64,13 +64,19 @@ class CrossRankSum {
 };
 
 // Where a layer puts its parameter gradients per micro-batch with --reduction exact
-// (train/exact_step.hpp): add(gradient) adds the current contents of `gradient`, one of the
-// layer's gradient views from bind(), as one term of that tensor's block of the step's exact
-// sum. The view's place in the model's gradient buffer names the tensor.
+// (train/exact_step.hpp). `gradient` is always one of the layer's gradient views from bind():
+// its place in the model's gradient buffer names the tensor.
+//   add(gradient)     adds the view's current contents as one term of that tensor's block of
+//                     the step's exact sum (a copy);
+//   term(gradient)    where the layer may write the tensor's next term instead (the view
+//                     itself by default, or the sum's own storage: no copy); then
+//   commit(gradient)  adds what was written there as one term.
 class ExactGradientSink {
  public:
   virtual ~ExactGradientSink() = default;
   virtual void add(std::span<const float> gradient) const = 0;
+  virtual std::span<float> term(std::span<float> gradient) const { return gradient; }
+  virtual void commit(std::span<float> gradient) const { add(gradient); }
 };
 
 // What a layer may need to know about the step besides its input.

@@ -7,7 +7,8 @@
 //   dx = dy · W      (n, in)
 // Exact (ctx.exact_micro_batch = m > 0; --reduction exact, train/exact_step.hpp): dW and db
 // run per chunk of m rows from the call's first row (the last may be shorter), each chunk's
-// going to ctx.exact_gradient (required) as one term: its bits depend on its rows alone.
+// written where ctx.exact_gradient (required) keeps its terms, one term each: its bits depend
+// on its rows alone.
 // y and dx are per row: with ctx.exact_row_stable on all n rows at once through
 // blas::gemm_row_stable, else per chunk of m rows as well (the same shapes, so the same
 // bits, as a call per micro-batch).
@@ -34,8 +35,9 @@ class Linear final : public Layer {
  private:
   // y of n rows; row_stable: on blas::gemm_row_stable, else blas::gemm.
   void forward_rows(const float* x, float* y, std::size_t n, bool row_stable);
-  // dW, db of n rows into the gradient views.
-  void weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable);
+  // dW (out x in), db (out) of n rows into dw, db.
+  void weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable, float* dw,
+                       float* db);
   // dx of n rows.
   void input_gradient(const float* dy, float* dx, std::size_t n, bool row_stable);
   // backward in exact mode: the sums per micro-batch into ctx.exact_gradient.

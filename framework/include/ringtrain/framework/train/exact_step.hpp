@@ -127,7 +127,8 @@ class ExactGradient {
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
   // For ctx.exact_gradient (layer.hpp): add(view) adds a parameter tensor's gradient view
   // (a span of the model's gradient buffer, as bind() gave it) as one term of its block;
-  // throws Error for any other span.
+  // term(view) is the storage of the block's next term in the sum itself, and commit(view)
+  // adds what was written there. Each throws Error for any other span.
   const ExactGradientSink& sink() const { return sink_; }
   // Marks the sum not finite (a non-finite loss or an injected fault): every rank skips.
   void poison();
@@ -148,8 +149,12 @@ class ExactGradient {
    public:
     explicit Sink(ExactGradient& owner) : owner_(owner) {}
     void add(std::span<const float> gradient) const override;
+    std::span<float> term(std::span<float> gradient) const override;
+    void commit(std::span<float> gradient) const override;
 
    private:
+    // The block of the tensor whose gradient view this is; Error for any other span.
+    std::size_t block_of(std::span<const float> gradient) const;
     ExactGradient& owner_;
   };
   struct Range {  // elements [offset, offset + size) of the gradient buffer
