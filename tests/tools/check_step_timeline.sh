@@ -3,8 +3,8 @@
 # bench/step_timeline.py on a tiny traced run (mlp 784-16-10, N=2, --zero 1 --overlap off,
 # 8 steps, 2 skipped): each rank's forward, backward and optimizer rows appear over 6 steps,
 # in that order, and the two waits of ZeRO-1 are numbered. The exact step (--reduction exact,
-# 32 samples per rank, m = 16) shows its two micro-batches' passes and adds, then the sum over
-# ranks, in order. A run without trace.json and a negative --skip are refused with a message.
+# 32 samples per rank, m = 16) shows its one pass with the layers' forward, the loss, their
+# backward and the adds of both micro-batches' terms, then the sum over ranks, in order. A run without trace.json and a negative --skip are refused with a message.
 set -euo pipefail
 ringtrain=$1 mpiexec=$2 script=$3
 /usr/bin/python3 -c "import statistics" 2>/dev/null || {
@@ -25,14 +25,19 @@ MPIEXEC_TIMEOUT=60 "$mpiexec" -n 2 "$ringtrain" train --model mlp --mlp-hidden 1
   --no-eval --quiet --global-batch 64 --reduction exact --exact-micro-batch 16 --trace-steps 8 \
   --run-dir "$out/exact" >/dev/null
 /usr/bin/python3 "$script" "$out/exact" --skip 2 >"$out/exact.txt"
-want="data|exact: forward, loss, backward #1|exact: add to the accumulator #1|\
-exact: forward, loss, backward #2|exact: add to the accumulator #2|\
+# One pass; inside it the layers' forward, the loss and their backward, in that order, and
+# 8 adds (2 micro-batches x 2 linear layers x weight and bias).
+want="data|exact: forward, loss, backward|\
+$(for i in 1 2 3 4 5 6 7 8; do printf 'exact: add to the accumulator #%d|' "$i"; done)\
 exact: sum over ranks and round|exact: loss over ranks|optimizer|"
 for rank in 0 1; do
-  rows=$(awk -v r="rank $rank" '$0 == r {on = 1; next} /^rank / {on = 0} on' "$out/exact.txt" |
+  all=$(awk -v r="rank $rank" '$0 == r {on = 1; next} /^rank / {on = 0} on' "$out/exact.txt")
+  rows=$(printf '%s\n' "$all" |
     sed -nE 's/^  (data|exact: [^#]*[a-z0-9](| #[0-9])|optimizer)  +compute .* 6$/\1/p' | tr '\n' '|')
-  [[ $rows == "$want" ]] ||
-    { cat "$out/exact.txt"; echo "FAIL: exact step, rank $rank: rows '$rows'"; exit 1; }
+  layers=$(printf '%s\n' "$all" | sed -nE 's/^  (forward|loss|backward)  +compute .* 6$/\1/p' |
+    tr '\n' ' ')
+  [[ $rows == "$want" && $layers == "forward loss backward " ]] ||
+    { cat "$out/exact.txt"; echo "FAIL: exact step, rank $rank: rows '$rows', '$layers'"; exit 1; }
 done
 set +e
 /usr/bin/python3 "$script" "$out" >"$out/none.txt" 2>&1; rc_none=$?

@@ -74,6 +74,7 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   }
   forward_hook_ = [this](std::size_t layer) { on_forward_layer(layer); };
   backward_hook_ = [this](std::size_t layer) { on_backward_layer(layer); };
+  backward_trace_hook_ = [this](std::size_t layer) { trace_backward_layer(layer); };
   poll_hook_ = [this] { reducer_->poll(); };
   update_hook_ = [this](std::size_t offset, std::size_t count, std::size_t state_offset) {
     update_piece(offset, count, state_offset);
@@ -192,11 +193,13 @@ void DataParallelStep::on_backward_layer(std::size_t layer) {
       model_.parameters().count() > 0 && layer == model_.parameters().entry(0).layer;
   if (poison_ && first_with_gradients && !grads.empty()) grads[0] = NAN;
   reducer_->layer_done(layer);
-  if (traced_) {
-    const double t = now_s();
-    trace_->span(backward_names_[layer], 0, layer_end_s_, t);
-    layer_end_s_ = t;
-  }
+  if (traced_) trace_backward_layer(layer);
+}
+
+void DataParallelStep::trace_backward_layer(std::size_t layer) {
+  const double t = now_s();
+  trace_->span(backward_names_[layer], 0, layer_end_s_, t);
+  layer_end_s_ = t;
 }
 
 // params[offset, offset+count) -= the optimizer's step on grads[...]; the optimizer's state

@@ -63,7 +63,9 @@ double DataParallelStep::exact_pass(std::size_t n, std::size_t global_samples) {
   ctx.exact_gradient = &exact_->sink();
   ctx.exact_row_stable = blas::own_kernels_supported();
   const double t0 = now_s();
-  const auto outputs = model_.forward(std::span<const float>(inputs_).first(n * pixels), n, ctx);
+  layer_end_s_ = t0;
+  const auto outputs = model_.forward(std::span<const float>(inputs_).first(n * pixels), n, ctx,
+                                      traced_ ? forward_hook_ : std::function<void(std::size_t)>{});
   double loss_sum = 0.0;
   for (std::size_t first = 0; first < n; first += m) {
     const std::size_t rows = std::min(m, n - first);
@@ -73,8 +75,14 @@ double DataParallelStep::exact_pass(std::size_t n, std::size_t global_samples) {
     loss_sum += micro_batch_loss;
     exact_->add_loss(micro_batch_loss);
   }
-  model_.backward(std::span(dlogits_).first(n * width), n, ctx);
-  // The layers' adds into the exact sum are spans of their own inside this one.
+  if (traced_) {
+    const double t = now_s();
+    trace_->span(loss_name_, 0, layer_end_s_, t);
+    layer_end_s_ = t;
+  }
+  model_.backward(std::span(dlogits_).first(n * width), n, ctx,
+                  traced_ ? backward_trace_hook_ : std::function<void(std::size_t)>{});
+  // The layers' spans, and their adds into the exact sum, lie inside this one.
   if (traced_) trace_->span(exact_pass_name_, 0, t0, now_s());
   return loss_sum;
 }

@@ -101,6 +101,7 @@ class DataParallelStep {
   bool sum_and_update();
   void on_forward_layer(std::size_t layer);
   void on_backward_layer(std::size_t layer);
+  void trace_backward_layer(std::size_t layer);
   void update_piece(std::size_t offset, std::size_t count, std::size_t state_offset);
   StepContext context(std::size_t n, bool training);
   // --reduction exact (data_parallel_step_exact.cpp).
@@ -138,6 +139,7 @@ class DataParallelStep {
   // The hooks that forward, backward and the reducer call, made once (a lambda turned into a
   // std::function each step would allocate); they read the step's state below.
   std::function<void(std::size_t)> forward_hook_, backward_hook_;
+  std::function<void(std::size_t)> backward_trace_hook_;  // the exact step's: spans only
   std::function<void()> poll_hook_;
   UpdatePiece update_hook_;
 
