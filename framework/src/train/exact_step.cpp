@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
@@ -34,6 +37,45 @@ std::vector<std::size_t> tensor_blocks(const ParameterStore& params) {
 }
 
 }  // namespace
+
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0.0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+std::size_t exact_kept_bytes(const Sequential& model, std::size_t local_batch, std::size_t m) {
+  std::size_t with_terms = 0;  // BatchNorm's tensors take no terms (their totals are exact)
+  const ParameterStore& params = model.parameters();
+  for (const ParameterEntry& e : params.entries())
+    if (model.layer(e.layer).kind() != "batchnorm") with_terms += e.size;
+  const std::size_t micro_batches = m == 0 ? 0 : (local_batch + m - 1) / m;
+  return micro_batches * with_terms * sizeof(float);
+}
+
+void check_exact_memory(const collectives::Communicator& comm, const Sequential& model,
+                        std::size_t largest_local_batch, std::size_t m, double available_bytes) {
+  const std::size_t per_rank = exact_kept_bytes(model, largest_local_batch, m);
+  const double need = static_cast<double>(per_rank) * comm.ranks_per_node();
+  std::vector<double> least{-available_bytes};  // the smallest over the ranks' nodes
+  collectives::allreduce_max(comm, least);
+  const double available = -least[0];
+  constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
+  if (need > available)
+    throw UsageError(fmt::format(
+        "--reduction exact keeps each micro-batch's gradient until the sum: {} micro-batches "
+        "of {:.1f} MiB per rank, {} ranks per node, need {:.1f} GiB, more than the {:.1f} GiB "
+        "this node has available; raise --exact-micro-batch (now {}) or spread the ranks over "
+        "more nodes",
+        (largest_local_batch + m - 1) / m,
+        static_cast<double>(exact_kept_bytes(model, m, m)) / kMiB, comm.ranks_per_node(),
+        need / kGiB, available / kGiB, m));
+}
 
 // The layers whose micro-batch gradient depends on its samples and its row count alone
 // (exact_step.hpp, "Layers"), and BatchNorm, whose statistics are exact sums over micro-batches

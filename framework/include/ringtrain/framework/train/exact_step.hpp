@@ -47,7 +47,9 @@
 // float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^(c−51), u = 2^-24,
 // c = ceil(log2 n), X the largest |partial| of the element's tensor (grid_sum.hpp derives
 // it); a float32 sum of the same partials in some order carries (n − 1)·u·Σ|x| instead.
-// Memory: the kept copies, b_r/m floats per parameter on a rank with b_r samples.
+// Memory: the kept terms, b_r/m floats per parameter on a rank with b_r samples; a run whose
+// ranks would keep more than their node has available is refused before it starts
+// (check_exact_memory).
 //
 // Layers. ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index) compute
 // a sample's outputs from that sample alone.
@@ -104,6 +106,18 @@ inline constexpr std::size_t kExactMaxMicroBatches =
 
 // Throws UsageError naming the first layer the exact step does not support yet.
 void check_exact_layers(const Sequential& model);
+
+// Bytes a rank with `local_batch` samples keeps for one step's terms: a float per parameter
+// element that takes terms (all but BatchNorm's) per micro-batch of m.
+std::size_t exact_kept_bytes(const Sequential& model, std::size_t local_batch, std::size_t m);
+// MemAvailable of /proc/meminfo in bytes; infinity where it cannot be read.
+double available_memory_bytes();
+// Refuses (UsageError, the same on every rank) a run whose ranks on one node would keep more
+// for their terms than `available_bytes` (the node's available memory; the smallest over the
+// ranks is taken), so that it stops with one line before anything is written instead of
+// being killed mid-step. Collective.
+void check_exact_memory(const collectives::Communicator& comm, const Sequential& model,
+                        std::size_t largest_local_batch, std::size_t m, double available_bytes);
 
 // One step's exact gradient sum over micro-batches and ranks. Terms come from the layers
 // (sink(): one tensor's gradient view per micro-batch, into its block).
