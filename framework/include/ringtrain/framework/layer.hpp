@@ -92,7 +92,8 @@ struct StepContext {
   std::size_t exact_micro_batch = 0;
   // With exact_micro_batch: layers whose parameter gradient is a sum over rows (Linear,
   // Conv2d) compute it per micro-batch and hand each micro-batch's gradient to this sink,
-  // which then holds the call's gradient (the layer's views hold the last micro-batch's only).
+  // which then holds the call's gradient (the layer's views do not: at most the last
+  // micro-batch's, or nothing of this call where the layer wrote into the sink's terms).
   const ExactGradientSink* exact_gradient = nullptr;
   // With exact_micro_batch: true runs Linear's products whose rows are samples (y = x·Wᵀ,
   // dx = dy·W) once on all n rows, on blas::gemm_row_stable (a row's bits do not depend on
