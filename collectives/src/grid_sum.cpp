@@ -49,6 +49,23 @@ template <bool kFirst>
   }
 }
 
+// convert_loop for a fixed block's term, which also checks |x_i| < limit (2^E, or +Inf for
+// E = 128) in the same pass: returns false if some x_i is not below it (a NaN included), and
+// add_pieces then looks closer. The product x·scale is exact, so a fused multiply-add gives
+// the bits of the multiply and the add.
+template <bool kFirst>
+[[gnu::always_inline]] inline bool convert_checked_loop(const float* x, std::size_t n, double scale,
+                                                        float limit, std::int64_t* words) {
+  int outside = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    outside |= !(std::fabs(x[i]) < limit);
+    const double t = static_cast<double>(x[i]) * scale + kMagic;
+    const std::int64_t q = std::bit_cast<std::int64_t>(t) - kMagicBits;
+    words[i] = kFirst ? q : words[i] + q;
+  }
+  return outside == 0;
+}
+
 // out[i] <- float32(words[i] · 2^g), rounded once: |words[i]| <= 2^51, so the word and its
 // scaled value are exact doubles (no double reaches the range's ends: |g| <= 190), and the
 // conversion to float32 is the only rounding, subnormal and overflowing results included.
@@ -66,6 +83,11 @@ template <bool kFirst>
                                           std::int64_t* words) {
   convert_loop<kFirst>(x, n, scale, words);
 }
+template <bool kFirst>
+[[gnu::target("avx2,fma")]] bool convert_checked_avx2(const float* x, std::size_t n, double scale,
+                                                      float limit, std::int64_t* words) {
+  return convert_checked_loop<kFirst>(x, n, scale, limit, words);
+}
 [[gnu::target("avx2")]] void round_avx2(const std::int64_t* words, std::size_t n, int grid,
                                         float* out) {
   round_loop(words, n, grid, out);
@@ -81,6 +103,14 @@ template <bool kFirst>
 void add_on_grid(const float* x, std::size_t n, double scale, std::int64_t* words) {
   if (has_avx2()) return convert_avx2<kFirst>(x, n, scale, words);
   convert_loop<kFirst>(x, n, scale, words);
+}
+
+template <bool kFirst>
+bool add_on_grid_checked(const float* x, std::size_t n, double scale, float limit,
+                         std::int64_t* words) {
+  static const bool avx2_fma = has_avx2() && __builtin_cpu_supports("fma");
+  if (avx2_fma) return convert_checked_avx2<kFirst>(x, n, scale, limit, words);
+  return convert_checked_loop<kFirst>(x, n, scale, limit, words);
 }
 
 void round_words(const std::int64_t* words, std::size_t n, int grid, float* out) {
@@ -103,8 +133,11 @@ GridSum::GridSum(std::span<const std::size_t> block_sizes)
       kept_used_(block_sizes.size(), 0),
       borrowed_(block_sizes.size()),
       terms_(block_sizes.size(), 0),
-      max_field_(block_sizes.size(), 0) {
+      max_field_(block_sizes.size(), 0),
+      fixed_power_(block_sizes.size(), kNotFixed),
+      fixed_terms_(block_sizes.size(), 0) {
   for (std::size_t size : block_sizes) begin_.push_back(begin_.back() + size);
+  words_.resize(size());
 }
 
 void GridSum::clear() {
@@ -112,7 +145,10 @@ void GridSum::clear() {
   for (std::vector<const float*>& borrowed : borrowed_) borrowed.clear();
   std::fill(terms_.begin(), terms_.end(), 0);
   std::fill(max_field_.begin(), max_field_.end(), 0);
+  std::fill(fixed_power_.begin(), fixed_power_.end(), kNotFixed);
+  std::fill(fixed_terms_.begin(), fixed_terms_.end(), 0);
   non_finite_ = false;
+  out_of_bound_ = false;
 }
 
 void GridSum::check_block_term(std::size_t block, std::size_t size) const {
@@ -142,6 +178,7 @@ void GridSum::count(std::size_t block, int max_field, bool non_finite) {
 }
 
 void GridSum::keep(std::size_t block, std::span<const float> terms, Keep keep) {
+  if (fixed(block)) return add_pieces(block, 0, terms.size(), terms, terms_[block]);
   float* to = nullptr;
   if (keep == Keep::kCopy) {
     to = room(block, terms.size());
@@ -169,18 +206,94 @@ void GridSum::add_block(std::size_t block, std::span<const float> terms) {
 
 std::span<float> GridSum::next_term(std::size_t block) {
   check_block_term(block, block < blocks() ? block_size(block) : 0);
+  if (fixed(block)) {
+    scratch_.resize(std::max(scratch_.size(), block_size(block)));
+    return {scratch_.data(), block_size(block)};
+  }
   return {room(block, block_size(block)), block_size(block)};
 }
 
 void GridSum::add_written(std::size_t block) {
   check_block_term(block, block < blocks() ? block_size(block) : 0);
   const std::size_t n = block_size(block);
+  if (fixed(block)) {
+    if (scratch_.size() < n)
+      throw ExactSumError("grid sum: add_written(" + std::to_string(block) +
+                          ") without next_term for it");
+    return add_pieces(block, 0, n, {scratch_.data(), n}, terms_[block]);
+  }
   if (kept_[block].size() < kept_used_[block] + n)
     throw ExactSumError("grid sum: add_written(" + std::to_string(block) +
                         ") without next_term for it");
   const ExponentScan found = scan({kept_[block].data() + kept_used_[block], n}, nullptr);
   kept_used_[block] += n;
   count(block, found.max_exponent, found.non_finite);
+}
+
+int GridSum::power_above(double bound) {
+  if (!(bound < std::ldexp(1.0, kMaxPower))) return kMaxPower;  // NaN and Inf too
+  int e = 0;
+  std::frexp(bound, &e);  // bound = f · 2^e, f in [0.5, 1): 2^(e−1) <= bound < 2^e
+  return bound <= 0.0 ? kMinPower : std::max(e, kMinPower);
+}
+
+void GridSum::fix_grid(std::size_t block, int power, std::int64_t total_terms) {
+  const std::string which = "grid sum: fix_grid(" + std::to_string(block) + ", ";
+  if (block >= blocks())
+    throw ExactSumError(which + "...) of " + std::to_string(blocks()) + " blocks");
+  if (power < kMinPower || power > kMaxPower || total_terms < 0 || total_terms > kMaxTerms)
+    throw ExactSumError(which + std::to_string(power) + ", " + std::to_string(total_terms) +
+                        "): the power must lie in [" + std::to_string(kMinPower) + ", " +
+                        std::to_string(kMaxPower) + "], the terms in [0, " +
+                        std::to_string(kMaxTerms) + "]");
+  if (terms_[block] != 0) throw ExactSumError(which + "...) after the block's first term");
+  fixed_power_[block] = power;
+  fixed_terms_[block] = total_terms;
+}
+
+void GridSum::add_pieces(std::size_t block, std::size_t offset, std::size_t length,
+                         std::span<const float> pieces, std::int64_t first_term) {
+  if (block >= blocks() || !fixed(block))
+    throw ExactSumError("grid sum: add_pieces on block " + std::to_string(block) +
+                        ", which is not a fixed block");
+  if (offset > block_size(block) || length > block_size(block) - offset ||
+      (length == 0 ? !pieces.empty() : pieces.size() % length != 0))
+    throw ExactSumError("grid sum: " + std::to_string(pieces.size()) + " floats in pieces of " +
+                        std::to_string(length) + " at " + std::to_string(offset) +
+                        " do not lie in block " + std::to_string(block) + " (" +
+                        std::to_string(block_size(block)) + ")");
+  if (length == 0) return;
+  const auto count = static_cast<std::int64_t>(pieces.size() / length);
+  if (first_term < 0 || first_term + count > kMaxTerms)
+    throw ExactSumError("grid sum: terms " + std::to_string(first_term) + " to " +
+                        std::to_string(first_term + count - 1) + " of block " +
+                        std::to_string(block) + "; a block sums at most " +
+                        std::to_string(kMaxTerms) + " terms exactly");
+  const int power = fixed_power_[block];
+  const double scale = std::ldexp(1.0, -(power - precision_of(fixed_terms_[block])));
+  const float limit =
+      power == kMaxPower ? std::numeric_limits<float>::infinity() : std::ldexp(1.0f, power);
+  // Words in runs that stay in L1 while every piece's run is added to them.
+  constexpr std::size_t kRun = 1024;
+  std::int64_t* words = words_.data() + begin_[block] + offset;
+  bool inside = true;
+  for (std::size_t first = 0; first < length; first += kRun) {
+    const std::size_t run = std::min(kRun, length - first);
+    for (std::int64_t t = 0; t < count; ++t) {
+      const float* x = pieces.data() + std::size_t(t) * length + first;
+      inside &= first_term + t == 0
+                    ? add_on_grid_checked<true>(x, run, scale, limit, words + first)
+                    : add_on_grid_checked<false>(x, run, scale, limit, words + first);
+    }
+  }
+  if (!inside) {  // a NaN or an Inf, or a finite term at or above 2^E (the bound was wrong)
+    const ExponentScan found = scan(pieces, nullptr);
+    non_finite_ |= found.non_finite;
+    // |x| >= 2^E for some x of exponent field F >= 1 exactly when F − 127 >= E (subnormals
+    // and zeros lie below 2^kMinPower).
+    out_of_bound_ |= found.max_exponent >= power + 127;
+  }
+  terms_[block] = std::max(terms_[block], first_term + count);
 }
 
 void GridSum::convert(std::span<const int> grids) {
@@ -193,6 +306,7 @@ void GridSum::convert(std::span<const int> grids) {
     const std::size_t n = block_size(b);
     std::int64_t* words = words_.data() + begin_[b];
     if (terms_[b] == 0) std::fill_n(words, n, 0);
+    if (fixed(b)) continue;  // its terms are in its words already
     const double scale = std::ldexp(1.0, -grids[b]);
     terms = borrowed_[b];
     for (std::size_t at = 0; at < kept_used_[b]; at += n) terms.push_back(kept_[b].data() + at);
@@ -210,47 +324,81 @@ void GridSum::convert(std::span<const int> grids) {
 
 namespace {
 
+// What the ranks agree on before any word moves: per block, its largest exponent field, its
+// size, its fixed power and total (or GridSum's kNotFixed and 0), its terms on this rank; and
+// whether some term was not finite, some fixed block's term out of its bound, an output of
+// the wrong length.
+struct Facts {
+  std::vector<int> fields;
+  std::vector<std::size_t> sizes;
+  std::vector<int> fixed_powers;
+  std::vector<std::int64_t> fixed_terms, terms;
+  bool non_finite = false, out_of_bound = false, wrong_out = false;
+};
+
+// Throws the same ExactSumError on every rank for a block whose facts differ between ranks or
+// whose terms exceed what its grid sums exactly; `facts` holds each value's max over ranks
+// and then the negated value's (so max == −max(−x) says every rank passed the same x).
+void check_block(const Communicator& comm, std::size_t b, std::span<const double> facts,
+                 double total, bool fixed) {
+  const auto same = [&](std::size_t i) { return facts[i] == -facts[i + 1]; };
+  if (!same(1))
+    throw ExactSumError("allreduce_grid: block " + std::to_string(b) +
+                        " has different sizes on different ranks; every rank must pass the "
+                        "same blocks");
+  if (!same(3) || !same(5))
+    throw ExactSumError("allreduce_grid: block " + std::to_string(b) +
+                        " has different fixed grids on different ranks (or is fixed on some "
+                        "only); every rank must fix the same power and total");
+  const double most = fixed ? facts[5] : static_cast<double>(GridSum::kMaxTerms);
+  if (total > most)
+    throw ExactSumError("allreduce_grid: block " + std::to_string(b) + " holds " +
+                        std::to_string(static_cast<std::int64_t>(total)) + " terms over " +
+                        std::to_string(comm.size()) + " ranks, more than the " +
+                        std::to_string(static_cast<std::int64_t>(most)) + " it sums exactly");
+}
+
 // The ranks agree on every block's grid and that the sum is finite, after checking that every
-// rank passes the same blocks, an out of the right length and at most kMaxTerms terms per
-// block in total: a small max (largest exponent field, size and −size per block, the
-// non-finite flag, a wrong out length) and a small sum (the terms per block). Every rank
+// rank passes the same blocks (and fixed grids), an out of the right length, at most
+// kMaxTerms terms per block in total (a fixed block: at most its total) and no fixed block's
+// term outside its bound: a small max and a small sum (the terms per block). Every rank
 // throws the same error, or none does. Returns the grids; `finite` whether the sum is.
-std::vector<int> agree_grids(const Communicator& comm, std::span<const int> fields,
-                             std::span<const std::size_t> sizes,
-                             std::span<const std::int64_t> terms, bool non_finite, bool wrong_out,
-                             bool& finite) {
-  const std::size_t B = fields.size();
+std::vector<int> agree_grids(const Communicator& comm, const Facts& mine, bool& finite) {
+  const std::size_t B = mine.fields.size();
+  constexpr std::size_t kPer = 7;  // field, then (x, −x) of size, fixed power, fixed total
   check_same_size(comm, B, "allreduce_grid (number of blocks)");
-  std::vector<double> facts(3 * B + 2), totals(B);
+  std::vector<double> facts(kPer * B + 3), totals(B);
   for (std::size_t b = 0; b < B; ++b) {
-    facts[3 * b] = fields[b];
-    facts[3 * b + 1] = static_cast<double>(sizes[b]);
-    facts[3 * b + 2] = -static_cast<double>(sizes[b]);
-    totals[b] = static_cast<double>(terms[b]);
+    const double per[kPer] = {double(mine.fields[b]),        double(mine.sizes[b]),
+                              -double(mine.sizes[b]),        double(mine.fixed_powers[b]),
+                              -double(mine.fixed_powers[b]), double(mine.fixed_terms[b]),
+                              -double(mine.fixed_terms[b])};
+    std::copy(per, per + kPer, facts.begin() + std::ptrdiff_t(kPer * b));
+    totals[b] = static_cast<double>(mine.terms[b]);
   }
-  facts[3 * B] = non_finite ? 1 : 0;
-  facts[3 * B + 1] = wrong_out ? 1 : 0;
+  facts[kPer * B] = mine.non_finite ? 1 : 0;
+  facts[kPer * B + 1] = mine.wrong_out ? 1 : 0;
+  facts[kPer * B + 2] = mine.out_of_bound ? 1 : 0;
   allreduce_max(comm, facts);
   allreduce_sum(comm, totals);  // exact: integers below 2^53
-  if (facts[3 * B + 1] != 0)
+  if (facts[kPer * B + 1] != 0)
     throw ExactSumError(
         "allreduce_grid: an output span does not match the sum's elements on "
         "some rank");
   std::vector<int> grids(B);
   for (std::size_t b = 0; b < B; ++b) {
-    if (facts[3 * b + 1] != -facts[3 * b + 2])
-      throw ExactSumError("allreduce_grid: block " + std::to_string(b) +
-                          " has different sizes on different ranks; every rank must pass the "
-                          "same blocks");
-    if (totals[b] > static_cast<double>(GridSum::kMaxTerms))
-      throw ExactSumError("allreduce_grid: block " + std::to_string(b) + " holds " +
-                          std::to_string(static_cast<std::int64_t>(totals[b])) + " terms over " +
-                          std::to_string(comm.size()) + " ranks, more than the " +
-                          std::to_string(GridSum::kMaxTerms) + " it sums exactly");
-    grids[b] = power_of(static_cast<int>(facts[3 * b])) -
-               precision_of(static_cast<std::int64_t>(totals[b]));
+    const std::span<const double> block(facts.data() + kPer * b, kPer);
+    const bool fixed = mine.fixed_powers[b] != GridSum::kNotFixed;
+    check_block(comm, b, block, totals[b], fixed);
+    grids[b] = fixed ? mine.fixed_powers[b] - precision_of(mine.fixed_terms[b])
+                     : power_of(static_cast<int>(block[0])) -
+                           precision_of(static_cast<std::int64_t>(totals[b]));
   }
-  finite = facts[3 * B] == 0;
+  if (facts[kPer * B + 2] != 0)
+    throw ExactSumError(
+        "allreduce_grid: a term of a fixed block lies outside the bound its grid was fixed "
+        "from, on some rank; the bound given to fix_grid is wrong");
+  finite = facts[kPer * B] == 0;
   return grids;
 }
 
@@ -258,11 +406,17 @@ std::vector<int> agree_grids(const Communicator& comm, std::span<const int> fiel
 
 bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
   const std::size_t M = sum.size();
-  std::vector<std::size_t> sizes(sum.blocks());
-  for (std::size_t b = 0; b < sizes.size(); ++b) sizes[b] = sum.block_size(b);
+  Facts facts;
+  facts.fields = sum.max_field_;
+  for (std::size_t b = 0; b < sum.blocks(); ++b) facts.sizes.push_back(sum.block_size(b));
+  facts.fixed_powers = sum.fixed_power_;
+  facts.fixed_terms = sum.fixed_terms_;
+  facts.terms = sum.terms_;
+  facts.non_finite = sum.non_finite_;
+  facts.out_of_bound = sum.out_of_bound_;
+  facts.wrong_out = out.size() != M;
   bool finite = true;
-  const std::vector<int> grids = agree_grids(comm, sum.max_field_, sizes, sum.terms_,
-                                             sum.non_finite_, out.size() != M, finite);
+  const std::vector<int> grids = agree_grids(comm, facts, finite);
   if (M > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw ExactSumError("allreduce_grid: " + std::to_string(M) +
                         " elements are too many for one call");
@@ -282,7 +436,7 @@ bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out
                                  MPI_SUM, comm.handle()),
               "MPI_Reduce_scatter(grid words)");
   const std::int64_t* words = sum.words_.data();    // this rank's chunk, summed
-  for (std::size_t b = 0; b < sizes.size(); ++b) {  // the part of block b in [first, last)
+  for (std::size_t b = 0; b < sum.blocks(); ++b) {  // the part of block b in [first, last)
     const std::size_t begin = std::max(sum.begin_[b], first);
     const std::size_t end = std::min(sum.begin_[b + 1], last);
     if (begin < end) round_words(words + (begin - first), end - begin, grids[b], &out[begin]);

@@ -96,21 +96,31 @@ Int128 q_of(float x, int g) {
   return m < 0 ? -q : q;
 }
 
-// The header's result of every element, from 128-bit words: float32(W · 2^g).
-std::vector<float> header_result(const Terms& terms, Facts& facts) {
+// float32(W · 2^g) of every element, from 128-bit words, on the blocks' grids g.
+std::vector<float> result_on(const Terms& terms, const std::vector<int>& grids, Facts& facts) {
   std::vector<float> out;
   std::size_t begin = 0;
-  for (std::size_t size : kSizes) {
-    const int g = header_grid(terms, begin, size);
-    for (std::size_t i = begin; i < begin + size; ++i) {
+  for (std::size_t b = 0; b < kSizes.size(); ++b) {
+    for (std::size_t i = begin; i < begin + kSizes[b]; ++i) {
       Int128 w = 0;
-      for (const auto& term : terms) w += q_of(term[i], g);
+      for (const auto& term : terms) w += q_of(term[i], grids[b]);
       facts.check(w <= (Int128{1} << 51) && w >= -(Int128{1} << 51), "a word beyond 2^51");
-      out.push_back(static_cast<float>(std::ldexp(static_cast<double>(w), g)));
+      out.push_back(static_cast<float>(std::ldexp(static_cast<double>(w), grids[b])));
     }
-    begin += size;
+    begin += kSizes[b];
   }
   return out;
+}
+
+// The header's result of every element: on the grids of the blocks' largest terms.
+std::vector<float> header_result(const Terms& terms, Facts& facts) {
+  std::vector<int> grids;
+  std::size_t begin = 0;
+  for (std::size_t size : kSizes) {
+    grids.push_back(header_grid(terms, begin, size));
+    begin += size;
+  }
+  return result_on(terms, grids, facts);
 }
 
 // The sum of `mine` (term indices) on `comm`, added in the order given; term k is added
@@ -351,5 +361,171 @@ TEST_CASE("allreduce_grid: too many terms, unequal blocks or a wrong output thro
   GridSum fine(one);
   facts.check(throws_everywhere(fine, me == N - 1 ? 2 : 1),
               "a wrong output length on one rank was not refused everywhere");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+namespace {
+
+// Each block's power fixed `extra` binades above its largest term (power_above of the
+// largest |x|), as a bound above the terms would give it.
+std::vector<int> fixed_powers(const Terms& terms, int extra) {
+  std::vector<int> powers;
+  std::size_t begin = 0;
+  for (std::size_t size : kSizes) {
+    double largest = 0;
+    for (const auto& term : terms)
+      for (std::size_t i = begin; i < begin + size; ++i)
+        largest = std::max(largest, double(std::fabs(term[i])));
+    powers.push_back(std::min(GridSum::power_above(largest) + extra, GridSum::kMaxPower));
+    begin += size;
+  }
+  return powers;
+}
+
+// The result on the fixed grids g = power − (51 − c).
+std::vector<float> fixed_result(const Terms& terms, const std::vector<int>& powers,
+                                Facts& facts) {
+  int c = 0;
+  while ((std::size_t{1} << c) < terms.size()) ++c;
+  std::vector<int> grids;
+  for (int power : powers) grids.push_back(power - (51 - c));
+  return result_on(terms, grids, facts);
+}
+
+// The sum of `mine` on fixed grids: `how` 0 adds each term whole (add), 1 block by block
+// written in place (next_term, add_written), 2 in pieces of 7 elements, the pieces of all of
+// the rank's terms interleaved piece by piece (add_pieces, as a layer's tiles come), 3 the
+// same pieces of all of the rank's terms in one call.
+bool fixed_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
+               const std::vector<std::size_t>& mine, const std::vector<int>& powers, int how,
+               std::vector<float>& out) {
+  sum.clear();
+  for (std::size_t b = 0; b < kSizes.size(); ++b)
+    sum.fix_grid(b, powers[b], static_cast<std::int64_t>(terms.size()));
+  std::size_t begin = 0;
+  for (std::size_t b = 0; b < kSizes.size(); ++b) {
+    for (std::size_t at = 0; at < kSizes[b]; at += 7)
+      for (std::size_t k = 0; k < mine.size(); ++k) {
+        const auto block = std::span(terms[mine[k]]).subspan(begin, kSizes[b]);
+        if (how == 0 && b == 0 && at == 0) sum.add(terms[mine[k]]);
+        if (how == 1 && at == 0) {
+          std::ranges::copy(block, sum.next_term(b).begin());
+          sum.add_written(b);
+        }
+        if (how == 3 && k == 0) {
+          const std::size_t length = std::min<std::size_t>(7, kSizes[b] - at);
+          std::vector<float> stacked;
+          for (std::size_t t : mine) {
+            const auto piece = std::span(terms[t]).subspan(begin + at, length);
+            stacked.insert(stacked.end(), piece.begin(), piece.end());
+          }
+          sum.add_pieces(b, at, length, stacked, 0);
+        }
+        if (how == 2)
+          sum.add_pieces(b, at, std::min<std::size_t>(7, kSizes[b] - at),
+                         block.subspan(at, std::min<std::size_t>(7, kSizes[b] - at)),
+                         static_cast<std::int64_t>(k));
+      }
+    begin += kSizes[b];
+  }
+  out.assign(sum.size(), -1.0f);
+  return allreduce_grid(comm, sum, out);
+}
+
+}  // namespace
+
+// Fixed grids (fix_grid): the terms rounded as they come onto a grid fixed above them give
+// float32(W · 2^g) of that grid, for any split over ranks, any order, whole or in pieces.
+TEST_CASE("allreduce_grid, fixed grids: any split, order and pieces give the grid's words") {
+  Facts facts;
+  const Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const Terms terms = make_terms(13, 17, -30, 30);
+  GridSum sum(kSizes);
+  for (int extra : {0, 9}) {
+    const std::vector<int> powers = fixed_powers(terms, extra);
+    const std::vector<float> reference = fixed_result(terms, powers, facts);
+    std::mt19937 order_rng(static_cast<std::uint32_t>(me + 7 * extra));
+    for (int how = 0; how < 4; ++how)
+      for (int kind = 0; kind < 2; ++kind) {
+        std::vector<std::size_t> mine;
+        for (std::size_t t = 0; t < terms.size(); ++t)
+          if ((kind == 0 ? t % std::size_t(N) : t * std::size_t(N) / terms.size()) ==
+              std::size_t(me))
+            mine.push_back(t);
+        std::shuffle(mine.begin(), mine.end(), order_rng);
+        std::vector<float> out;
+        facts.check(fixed_sum(comm, sum, terms, mine, powers, how, out),
+                    "finite terms gave a non-finite sum");
+        facts.check(same_bits(out, reference), "extra " + std::to_string(extra) + ", how " +
+                                                   std::to_string(how) + ", split " +
+                                                   std::to_string(kind) + " differs");
+      }
+  }
+  // A grid fixed 9 binades higher keeps fewer bits: element 0's sums differ somewhere.
+  facts.check(!same_bits(fixed_result(terms, fixed_powers(terms, 0), facts),
+                         fixed_result(terms, fixed_powers(terms, 9), facts)),
+              "the power does not change the words");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+TEST_CASE("grid sum: power_above is the smallest power of 2 above a bound, within the range") {
+  CHECK(GridSum::power_above(1.0) == 1);
+  CHECK(GridSum::power_above(0.75) == 0);
+  CHECK(GridSum::power_above(std::nextafter(1.0, 0.0)) == 0);
+  CHECK(GridSum::power_above(0.0) == GridSum::kMinPower);
+  CHECK(GridSum::power_above(1e-300) == GridSum::kMinPower);
+  CHECK(GridSum::power_above(0x1p127) == 128);
+  CHECK(GridSum::power_above(0x1p200) == GridSum::kMaxPower);
+  CHECK(GridSum::power_above(std::numeric_limits<double>::infinity()) == GridSum::kMaxPower);
+  CHECK(GridSum::power_above(std::numeric_limits<double>::quiet_NaN()) == GridSum::kMaxPower);
+}
+
+// A term at 2^E of a grid fixed from E, different fixed grids on different ranks, a grid
+// fixed on some ranks only, or more terms than the grid was fixed for: every rank throws.
+TEST_CASE(
+    "allreduce_grid, fixed grids: a term beyond the bound or unequal grids throw everywhere") {
+  Facts facts;
+  const Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const std::vector<std::size_t> one{3};
+  const bool last = me == N - 1;
+  auto throws_everywhere = [&](int power, bool fix, std::int64_t total, float x, int terms) {
+    GridSum sum(one);
+    if (fix) sum.fix_grid(0, power, total);
+    const float term[3] = {0.5f, x, -0.25f};
+    for (int t = 0; t < terms; ++t) sum.add(term);
+    std::vector<float> out(3);
+    bool threw = false;
+    try {
+      allreduce_grid(comm, sum, out);
+    } catch (const ExactSumError&) {
+      threw = true;
+    }
+    return ringtrain::testing::all_ranks(threw);
+  };
+  facts.check(!throws_everywhere(1, true, N, 1.5f, 1), "terms within the bound were refused");
+  facts.check(throws_everywhere(1, true, N, last ? 2.0f : 1.5f, 1),
+              "a term at 2^E on the last rank was summed");
+  facts.check(throws_everywhere(1, true, N, last ? -3.0f : 1.5f, 1),
+              "a term beyond -2^E on the last rank was summed");
+  facts.check(throws_everywhere(1, true, N, 1.5f, last ? 2 : 1),
+              "more terms than the grid was fixed for were summed");
+  if (N > 1) {
+    facts.check(throws_everywhere(last ? 2 : 1, true, N, 1.5f, 1),
+                "different fixed powers on different ranks were summed");
+    facts.check(throws_everywhere(1, true, last ? N + 1 : N, 1.5f, 1),
+                "different fixed totals on different ranks were summed");
+    facts.check(throws_everywhere(1, !last, N, 1.5f, 1),
+                "a grid fixed on some ranks only was summed");
+  }
+  // Refused at once, on the rank that calls it: a power outside the range, a fix after a term.
+  GridSum sum(one);
+  CHECK_THROWS_AS(sum.fix_grid(0, GridSum::kMaxPower + 1, 1), ExactSumError);
+  CHECK_THROWS_AS(sum.fix_grid(0, 0, GridSum::kMaxTerms + 1), ExactSumError);
+  const float term[3] = {1, 2, 3};
+  sum.add(term);
+  CHECK_THROWS_AS(sum.fix_grid(0, 4, 1), ExactSumError);
+  CHECK_THROWS_AS(sum.add_pieces(0, 0, 3, term, 0), ExactSumError);  // not a fixed block
   REQUIRE_ALL_RANKS(facts);
 }

@@ -7,6 +7,7 @@
 // Conv2d in both algorithms (Winograd's backward transforms each micro-batch's inputs again).
 #include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,19 +25,65 @@ using namespace ringtrain::testing;
 
 namespace {
 
-// Adds a gradient view as one term of its tensor's block: block 0 the weight, 1 the bias.
+// Adds each term of a tensor to its block: block 0 the weight, 1 the bias. Terms given in
+// pieces are assembled and added in term order by flush(). Keeps the largest bound of each
+// tensor and the largest |element| of its terms.
 class RigSink final : public ExactGradientSink {
  public:
   RigSink(const LayerRig& rig, collectives::ExactSum& sum) : rig_(rig), sum_(sum) {}
-  void add(std::span<const float> gradient) const override {
-    for (std::size_t p = 0; p < rig_.grads.size(); ++p)
-      if (gradient.data() == rig_.grads[p].data()) return sum_.add_block(p, gradient);
-    throw Error("not a gradient view of the rig");
+  void bound(std::span<const std::span<float>> gradients,
+             std::span<const double> bounds) const override {
+    REQUIRE(gradients.size() == bounds.size());
+    for (std::size_t i = 0; i < gradients.size(); ++i) {
+      const std::size_t p = tensor(gradients[i]);
+      bounds_[p] = std::max(bounds_[p], bounds[i]);
+    }
   }
+  void add(std::span<const float> gradient) const override {
+    const std::size_t p = tensor(gradient);
+    note(p, gradient);
+    sum_.add_block(p, gradient);
+  }
+  void add_pieces(std::span<float> gradient, std::size_t offset, std::size_t length,
+                  std::span<const float> pieces, std::size_t first_term) const override {
+    const std::size_t p = tensor(gradient);
+    REQUIRE(length > 0);
+    REQUIRE(pieces.size() % length == 0);
+    REQUIRE(offset + length <= gradient.size());
+    std::vector<std::vector<float>>& terms = pieces_[p];
+    for (std::size_t k = 0; k < pieces.size() / length; ++k) {
+      const std::size_t term = first_term + k;
+      if (terms.size() <= term) terms.resize(term + 1, std::vector<float>(gradient.size(), NAN));
+      const auto piece = pieces.subspan(k * length, length);
+      std::copy(piece.begin(), piece.end(), terms[term].begin() + std::ptrdiff_t(offset));
+    }
+  }
+  // The terms given in pieces, each whole, added in term order.
+  void flush() const {
+    for (std::size_t p = 0; p < 2; ++p) {
+      for (const std::vector<float>& term : pieces_[p]) {
+        note(p, term);
+        sum_.add_block(p, term);
+      }
+      pieces_[p].clear();
+    }
+  }
+  double bound(std::size_t p) const { return bounds_[p]; }
+  double largest(std::size_t p) const { return largest_[p]; }
 
  private:
+  std::size_t tensor(std::span<const float> gradient) const {
+    for (std::size_t p = 0; p < rig_.grads.size(); ++p)
+      if (gradient.data() == rig_.grads[p].data()) return p;
+    throw Error("not a gradient view of the rig");
+  }
+  void note(std::size_t p, std::span<const float> term) const {
+    for (float x : term) largest_[p] = std::max(largest_[p], double(std::fabs(x)));
+  }
   const LayerRig& rig_;
   collectives::ExactSum& sum_;
+  mutable std::vector<std::vector<float>> pieces_[2];
+  mutable double bounds_[2] = {0.0, 0.0}, largest_[2] = {0.0, 0.0};
 };
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
@@ -78,6 +125,7 @@ void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std
     single->forward(x_rows, y_rows, rows, ctx);
     single->backward(x_rows, y_rows, std::span(dy).subspan(first * out, rows * out),
                      std::span(dx_ref).subspan(first * in, rows * in), rows, ctx);
+    expected_sink.flush();
   }
 
   // One call on all n rows.
@@ -87,6 +135,7 @@ void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std
   std::vector<float> y(n * out), dx(n * in);
   chunked->forward(x, y, n, ctx);
   chunked->backward(x, y, dy, dx, n, ctx);
+  sink.flush();
 
   CHECK(same_bits(y, y_ref));
   CHECK(same_bits(dx, dx_ref));
@@ -95,11 +144,42 @@ void check_chunked(const MakeLayer& make, const Shape& input, std::size_t n, std
   CHECK(got.top(0) == expected.top(0));
   CHECK(got.top(1) == expected.top(1));
   CHECK(std::ranges::equal(got.words(), expected.words()));
+  // The bounds: the one call's is the largest of the micro-batches' (so a function of the
+  // micro-batches, whatever the split), and every term lies within it.
+  for (std::size_t p = 0; p < 2; ++p) {
+    CHECK(sink.bound(p) == expected_sink.bound(p));
+    CHECK(sink.largest(p) <= sink.bound(p));
+    if (n > 0) CHECK(sink.bound(p) > 0.0);
+  }
   if (n > m) {  // more than one micro-batch: the views alone hold only the last one's
     std::vector<float> total(blocks[0] + blocks[1]);
     got.to_float(total);
     CHECK_FALSE(
         same_bits(std::span(total).first(blocks[1]), std::span(rig.grads[0]).first(blocks[1])));
+  }
+}
+
+// Constant inputs make the bound tight: every product is max|dy|·max|x|, so a term's largest
+// element (the dW of a kernel's centre tap, which meets no padding) is k·max|dy|·max|x|:
+// half the bound the layer gave the sink, the other half its margin for rounding.
+void check_tight_bound(const MakeLayer& make, const Shape& input, std::size_t n, std::size_t m) {
+  std::mt19937 rng(3);
+  const std::unique_ptr<Layer> layer = make();
+  LayerRig rig(*layer, input, n, rng);
+  const std::vector<float> x(n * rig.in_size(1), 1.5f), dy(n * rig.out_size(1), -0.75f);
+  std::vector<float> y(dy.size()), dx(x.size());
+  collectives::ExactSum sum(std::vector<std::size_t>{rig.grads[0].size(), rig.grads[1].size()});
+  const RigSink sink(rig, sum);
+  StepContext ctx;
+  ctx.exact_micro_batch = m;
+  ctx.exact_gradient = &sink;
+  layer->forward(x, y, n, ctx);
+  layer->backward(x, y, dy, dx, n, ctx);
+  sink.flush();
+  for (std::size_t p = 0; p < 2; ++p) {
+    INFO("tensor " << p << ": largest " << sink.largest(p) << ", bound " << sink.bound(p));
+    CHECK(sink.largest(p) <= sink.bound(p));
+    CHECK(sink.largest(p) >= 0.499 * sink.bound(p));
   }
 }
 
@@ -144,6 +224,17 @@ TEST_CASE("Conv2d exact (Winograd): one call in micro-batches equals one call pe
     check_chunked(
         [] { return std::make_unique<Conv2d>(8, 8, 5, 1, 2, Conv2d::Algorithm::kWinograd); },
         {8, 7, 7}, n, m);
+}
+
+TEST_CASE("Linear and Conv2d exact: the bound of a micro-batch's terms is tight, with its margin",
+          "[linear][conv2d][exact]") {
+  check_tight_bound([] { return std::make_unique<Linear>(37, 11); }, {37}, 22, 6);
+  check_tight_bound(
+      [] { return std::make_unique<Conv2d>(3, 4, 3, 1, 1, Conv2d::Algorithm::kIm2col); }, {3, 6, 6},
+      22, 6);
+  check_tight_bound(
+      [] { return std::make_unique<Conv2d>(8, 8, 5, 1, 2, Conv2d::Algorithm::kWinograd); },
+      {8, 7, 7}, 22, 6);
 }
 
 TEST_CASE("Linear and Conv2d exact: micro-batches without a gradient sink are refused",

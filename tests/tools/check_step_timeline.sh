@@ -4,7 +4,8 @@
 # 8 steps, 2 skipped): each rank's forward, backward and optimizer rows appear over 6 steps,
 # in that order, and the two waits of ZeRO-1 are numbered. The exact step (--reduction exact,
 # 32 samples per rank, m = 16) shows its one pass with the layers' forward, the loss, their
-# backward and the adds of both micro-batches' terms, then the sum over ranks, in order. A run without trace.json and a negative --skip are refused with a message.
+# backward with, per layer, the agreement on its bounds and the adds of both micro-batches'
+# terms, then the sum over ranks, in order. A run without trace.json and a negative --skip are refused with a message.
 set -euo pipefail
 ringtrain=$1 mpiexec=$2 script=$3
 /usr/bin/python3 -c "import statistics" 2>/dev/null || {
@@ -26,9 +27,11 @@ MPIEXEC_TIMEOUT=60 "$mpiexec" -n 2 "$ringtrain" train --model mlp --mlp-hidden 1
   --run-dir "$out/exact" >/dev/null
 /usr/bin/python3 "$script" "$out/exact" --skip 2 >"$out/exact.txt"
 # One pass; inside it the layers' forward, the loss and their backward, in that order, and
-# 8 adds (2 micro-batches x 2 linear layers x weight and bias).
-want="data|exact: forward, loss, backward|\
-$(for i in 1 2 3 4 5 6 7 8; do printf 'exact: add to the accumulator #%d|' "$i"; done)\
+# per linear layer the agreement on its bounds, then 2 adds (the weight's one tile and the
+# bias, each with both micro-batches' terms).
+adds() { for i in "$@"; do printf 'exact: add to the accumulator #%d|' "$i"; done; }
+want="data|exact: forward, loss, backward|exact: agree on bounds #1|$(adds 1 2)\
+exact: agree on bounds #2|$(adds 3 4)\
 exact: sum over ranks and round|exact: loss over ranks|optimizer|"
 for rank in 0 1; do
   all=$(awk -v r="rank $rank" '$0 == r {on = 1; next} /^rank / {on = 0} on' "$out/exact.txt")

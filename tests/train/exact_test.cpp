@@ -374,38 +374,3 @@ TEST_CASE("exact: splits that are not multiples of m and unsupported options are
   INFO(per_rank);
   REQUIRE(all_ranks(per_rank.find("--reduction exact with --sync-bn off") != std::string::npos));
 }
-
-// The kept terms: one float per parameter per micro-batch (BatchNorm's tensors take none),
-// b_r/m micro-batches on a rank; a node whose available memory (the smallest over the ranks)
-// is below its ranks' terms refuses on every rank alike, naming the way out; one byte more
-// and the run goes on.
-TEST_CASE("exact: a run whose kept terms exceed the node's memory is refused on every rank",
-          "[mlp]") {
-  const collectives::Communicator comm;
-  const auto mlp = models::make_model("mlp");
-  mlp->plan({1, 28, 28}, 64);
-  const std::size_t params = mlp->parameters().num_elements();
-  REQUIRE(exact_kept_bytes(*mlp, 64, 16) == 4 * params * sizeof(float));
-  REQUIRE(exact_kept_bytes(*mlp, 60, 16) == 4 * params * sizeof(float));  // a short last one
-  REQUIRE(exact_kept_bytes(*mlp, 0, 16) == 0);
-  const auto bn = models::make_model("cnn-bn");
-  bn->plan({1, 28, 28}, 16);
-  std::size_t batchnorm = 0;
-  for (const ParameterEntry& e : bn->parameters().entries())
-    if (bn->layer(e.layer).kind() == "batchnorm") batchnorm += e.size;
-  REQUIRE(batchnorm > 0);
-  REQUIRE(exact_kept_bytes(*bn, 16, 16) ==
-          (bn->parameters().num_elements() - batchnorm) * sizeof(float));
-
-  const double need = 4.0 * double(params * sizeof(float)) * comm.ranks_per_node();
-  std::string message;
-  try {  // rank 0's node is one byte short; the others have plenty
-    check_exact_memory(comm, *mlp, 64, 16, comm.rank() == 0 ? need - 1 : 4 * need);
-  } catch (const UsageError& e) {
-    message = e.what();
-  }
-  INFO(message);
-  REQUIRE(all_ranks(message.find("raise --exact-micro-batch (now 16)") != std::string::npos));
-  REQUIRE(all_ranks(message.find("4 micro-batches") != std::string::npos));
-  REQUIRE_NOTHROW(check_exact_memory(comm, *mlp, 64, 16, need));
-}

@@ -34,6 +34,7 @@
 
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/layers/exact_bounds.hpp"
 
 namespace ringtrain {
 namespace {
@@ -331,6 +332,8 @@ void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
     throw Error("Conv2d: exact micro-batches (ctx.exact_micro_batch) need ctx.exact_gradient");
   const std::size_t m = ctx.exact_micro_batch;
   const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
+  ctx.exact_gradient->bound(std::array{grad_weight_, grad_bias_},
+                            term_bounds(x.data(), dy.data(), n, m));
   for (std::size_t first = 0; first < n; first += m) {
     const std::size_t rows = std::min(m, n - first);
     const float* x_rows = x.data() + first * in_size;
@@ -344,6 +347,24 @@ void Conv2d::backward(std::span<const float> x, std::span<const float> /*y*/,
     ctx.exact_gradient->add(grad_weight_);
     ctx.exact_gradient->add(grad_bias_);
   }
+}
+
+// A chunk of k rows gives dW elements that sum k·Ho·Wo products dy·x (padding's zeros
+// included) and db elements that sum k·Ho·Wo values of dy (exact_bounds.hpp), bounded by the
+// chunk's own largest |dy| and |x|: a function of each chunk's rows, as Linear's are.
+std::array<double, 2> Conv2d::term_bounds(const float* x, const float* dy, std::size_t n,
+                                          std::size_t m) const {
+  const std::size_t in_size = in_c_ * h_ * w_, out_size = out_c_ * pixels_;
+  std::array<double, 2> bounds{0.0, 0.0};
+  for (std::size_t first = 0; first < n; first += m) {
+    const std::size_t rows = std::min(m, n - first);
+    const double products = double(rows) * double(pixels_);
+    const double dy_max = exact_bounds::max_abs(dy + first * out_size, rows * out_size);
+    const double x_max = exact_bounds::max_abs(x + first * in_size, rows * in_size);
+    bounds[0] = std::max(bounds[0], exact_bounds::sum_of_products(products, dy_max, x_max));
+    bounds[1] = std::max(bounds[1], exact_bounds::sum_of_products(products, dy_max, 1.0));
+  }
+  return bounds;
 }
 
 // dW, db of n rows into the gradient views (overwritten), and dx unless null; Winograd needs

@@ -5,6 +5,7 @@
 
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/layers/exact_bounds.hpp"
 
 namespace ringtrain {
 
@@ -58,31 +59,87 @@ void Linear::backward(std::span<const float> x, std::span<const float> /*y*/,
                       const StepContext& ctx) {
   float* dx_rows = dx.empty() ? nullptr : dx.data();  // null: the input gradient is not needed
   if (ctx.exact_micro_batch > 0) return backward_exact(x.data(), dy.data(), dx_rows, n, ctx);
-  weight_gradient(x.data(), dy.data(), n, false, grad_weight_.data(), grad_bias_.data());
+  weight_gradient(x.data(), dy.data(), n, grad_weight_.data(), grad_bias_.data());
   if (dx_rows == nullptr) return;
   poll_communication(ctx);  // between the two products: rings in flight move
   input_gradient(dy.data(), dx_rows, n, false);
 }
 
-// Each micro-batch's dW and db written where the sink keeps its terms, one term each; dx on
-// all rows at once (row-stable) or per micro-batch.
+// The bounds go to the sink first (collective), then each micro-batch's dW and db as its
+// terms; dx on all rows at once (row-stable) or per micro-batch.
 void Linear::backward_exact(const float* x, const float* dy, float* dx, std::size_t n,
                             const StepContext& ctx) {
   if (ctx.exact_gradient == nullptr)
     throw Error("Linear: exact micro-batches (ctx.exact_micro_batch) need ctx.exact_gradient");
   const std::size_t m = ctx.exact_micro_batch;
-  const bool row_stable = ctx.exact_row_stable;
   const ExactGradientSink& sink = *ctx.exact_gradient;
+  const std::array<double, 2> bounds = term_bounds(x, dy, n, m);
+  sink.bound(std::array{grad_weight_, grad_bias_}, bounds);
+  weight_terms(x, dy, n, m, ctx.exact_row_stable, sink);
+  bias_terms(dy, n, m, sink);
+  if (dx == nullptr) return;
+  if (ctx.exact_row_stable) return input_gradient(dy, dx, n, true);
+  for (std::size_t first = 0; first < n; first += m)
+    input_gradient(dy + first * out_, dx + first * in_, std::min(m, n - first), false);
+}
+
+// A chunk of k rows gives dW elements Σ_k dy·x and db elements Σ_k dy·1: sums of k products
+// (exact_bounds.hpp), bounded by the chunk's own largest |dy| and |x|. The largest bound over
+// the chunks is a function of each chunk's rows, so the ranks' maximum is the same for any
+// split of the same micro-batches.
+std::array<double, 2> Linear::term_bounds(const float* x, const float* dy, std::size_t n,
+                                          std::size_t m) const {
+  std::array<double, 2> bounds{0.0, 0.0};
   for (std::size_t first = 0; first < n; first += m) {
     const std::size_t rows = std::min(m, n - first);
-    weight_gradient(x + first * in_, dy + first * out_, rows, row_stable,
-                    sink.term(grad_weight_).data(), sink.term(grad_bias_).data());
-    sink.commit(grad_weight_);
-    sink.commit(grad_bias_);
-    if (dx != nullptr && !row_stable)
-      input_gradient(dy + first * out_, dx + first * in_, rows, false);
+    const double dy_max = exact_bounds::max_abs(dy + first * out_, rows * out_);
+    const double x_max = exact_bounds::max_abs(x + first * in_, rows * in_);
+    bounds[0] = std::max(bounds[0], exact_bounds::sum_of_products(double(rows), dy_max, x_max));
+    bounds[1] = std::max(bounds[1], exact_bounds::sum_of_products(double(rows), dy_max, 1.0));
   }
-  if (dx != nullptr && row_stable) input_gradient(dy, dx, n, true);
+  return bounds;
+}
+
+// dW of chunk j = dy_jᵀ · x_j, in tiles of `tile` rows of W: tile rows [o, o + t) of chunk j
+// are the product of dy_j's columns [o, o + t), copied into rows of t, with x_j. Every
+// chunk's tile is computed, then all go to the sink at once (128 KiB per chunk, so that at
+// the usual few chunks per rank they stay in L2 while the sum rounds them into its words).
+// The tile's shape depends on the layer and m alone, not on the rank's number of chunks: the
+// product's bits may depend on its shape where it is not row-stable.
+void Linear::weight_terms(const float* x, const float* dy, std::size_t n, std::size_t m,
+                          bool row_stable, const ExactGradientSink& sink) {
+  if (n == 0) return;
+  constexpr std::size_t kTileFloats = 1 << 15;
+  const std::size_t chunks = (n + m - 1) / m;
+  std::size_t tile = std::max<std::size_t>(1, kTileFloats / in_);
+  if (tile > 16) tile -= tile % 16;  // whole row blocks of the kernels
+  tile = std::min(tile, out_);
+  dy_tile_.resize(m * tile);
+  dw_tile_.resize(chunks * tile * in_);
+  for (std::size_t o = 0; o < out_; o += tile) {
+    const std::size_t t = std::min(tile, out_ - o);
+    for (std::size_t first = 0, j = 0; first < n; first += m, ++j) {
+      const std::size_t rows = std::min(m, n - first);
+      for (std::size_t r = 0; r < rows; ++r)
+        std::copy_n(dy + (first + r) * out_ + o, t, dy_tile_.data() + r * t);
+      product(row_stable, blas::Trans::kYes, blas::Trans::kNo, t, in_, rows, dy_tile_.data(),
+              x + first * in_, false, dw_tile_.data() + j * t * in_);
+    }
+    sink.add_pieces(grad_weight_, o * in_, t * in_, std::span(dw_tile_).first(chunks * t * in_), 0);
+  }
+}
+
+// db of chunk j = Σ_i dy_j[i, :] in row order: every chunk's, then all to the sink at once.
+void Linear::bias_terms(const float* dy, std::size_t n, std::size_t m,
+                        const ExactGradientSink& sink) {
+  if (n == 0) return;
+  const std::size_t chunks = (n + m - 1) / m;
+  dw_tile_.resize(std::max(dw_tile_.size(), chunks * out_));
+  const std::span<float> db = std::span(dw_tile_).first(chunks * out_);
+  std::fill(db.begin(), db.end(), 0.0f);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t o = 0; o < out_; ++o) db[(i / m) * out_ + o] += dy[i * out_ + o];
+  sink.add_pieces(grad_bias_, 0, out_, db, 0);
 }
 
 // y = 1 · b (broadcast over rows), then y += x · Wᵀ   (n rows)
@@ -93,14 +150,13 @@ void Linear::forward_rows(const float* x, float* y, std::size_t n, bool row_stab
 }
 
 // dW = dyᵀ · x (out, in) and db = Σ_i dy[i, :] in row order, into dw and db.
-void Linear::weight_gradient(const float* x, const float* dy, std::size_t n, bool row_stable,
-                             float* dw, float* db) {
+void Linear::weight_gradient(const float* x, const float* dy, std::size_t n, float* dw, float* db) {
   if (n == 0) {  // no samples: the gradient of an empty sum is zero
     std::fill_n(dw, out_ * in_, 0.0f);
     std::fill_n(db, out_, 0.0f);
     return;
   }
-  product(row_stable, blas::Trans::kYes, blas::Trans::kNo, out_, in_, n, dy, x, false, dw);
+  product(false, blas::Trans::kYes, blas::Trans::kNo, out_, in_, n, dy, x, false, dw);
   std::fill_n(db, out_, 0.0f);
   for (std::size_t i = 0; i < n; ++i) {
     const float* row = dy + i * out_;

@@ -59,7 +59,8 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   targets_.resize(max_local * train.num_targets);
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
-  if (plan_.reduction == Reduction::kExact) exact_ = std::make_unique<ExactGradient>(model, trace_);
+  if (plan_.reduction == Reduction::kExact)
+    exact_ = std::make_unique<ExactGradient>(model, comm, trace_);
 
   if (trace_) {
     for (std::size_t i = 0; i < model.num_layers(); ++i) {

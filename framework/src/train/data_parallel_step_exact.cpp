@@ -52,7 +52,7 @@ StepOutcome DataParallelStep::run_exact(std::uint64_t step, const data::GlobalBa
 // them. The loss is taken per micro-batch of the logits' rows, in sample order. Returns this
 // rank's loss sum (not scaled; only its finiteness is used).
 double DataParallelStep::exact_pass(std::size_t n, std::size_t global_samples) {
-  exact_->clear();
+  exact_->clear((global_samples + plan_.exact_micro_batch - 1) / plan_.exact_micro_batch);
   const std::size_t pixels = num_elements(model_.input_shape());
   const std::size_t width = num_elements(model_.output_shape());
   const std::size_t m = plan_.exact_micro_batch;

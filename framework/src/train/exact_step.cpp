@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -38,45 +37,6 @@ std::vector<std::size_t> tensor_blocks(const ParameterStore& params) {
 
 }  // namespace
 
-double available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kib = 0.0;
-  while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:") return kib * 1024.0;
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return std::numeric_limits<double>::infinity();
-}
-
-std::size_t exact_kept_bytes(const Sequential& model, std::size_t local_batch, std::size_t m) {
-  std::size_t with_terms = 0;  // BatchNorm's tensors take no terms (their totals are exact)
-  const ParameterStore& params = model.parameters();
-  for (const ParameterEntry& e : params.entries())
-    if (model.layer(e.layer).kind() != "batchnorm") with_terms += e.size;
-  const std::size_t micro_batches = m == 0 ? 0 : (local_batch + m - 1) / m;
-  return micro_batches * with_terms * sizeof(float);
-}
-
-void check_exact_memory(const collectives::Communicator& comm, const Sequential& model,
-                        std::size_t largest_local_batch, std::size_t m, double available_bytes) {
-  const std::size_t per_rank = exact_kept_bytes(model, largest_local_batch, m);
-  const double need = static_cast<double>(per_rank) * comm.ranks_per_node();
-  std::vector<double> least{-available_bytes};  // the smallest over the ranks' nodes
-  collectives::allreduce_max(comm, least);
-  const double available = -least[0];
-  constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
-  if (need > available)
-    throw UsageError(fmt::format(
-        "--reduction exact keeps each micro-batch's gradient until the sum: {} micro-batches "
-        "of {:.1f} MiB per rank, {} ranks per node, need {:.1f} GiB, more than the {:.1f} GiB "
-        "this node has available; raise --exact-micro-batch (now {}) or spread the ranks over "
-        "more nodes",
-        (largest_local_batch + m - 1) / m,
-        static_cast<double>(exact_kept_bytes(model, m, m)) / kMiB, comm.ranks_per_node(),
-        need / kGiB, available / kGiB, m));
-}
-
 // The layers whose micro-batch gradient depends on its samples and its row count alone
 // (exact_step.hpp, "Layers"), and BatchNorm, whose statistics are exact sums over micro-batches
 // and ranks inside the layer (exact_step.hpp, "BatchNorm / SyncBN").
@@ -93,8 +53,10 @@ void check_exact_layers(const Sequential& model) {
   }
 }
 
-ExactGradient::ExactGradient(const Sequential& model, Trace* trace)
-    : sum_(tensor_blocks(model.parameters())),
+ExactGradient::ExactGradient(const Sequential& model, const collectives::Communicator& comm,
+                             Trace* trace)
+    : comm_(comm),
+      sum_(tensor_blocks(model.parameters())),
       gradient_(model.parameters().grads().data()),
       trace_(trace) {
   for (const ParameterEntry& e : model.parameters().entries()) {
@@ -106,6 +68,7 @@ ExactGradient::ExactGradient(const Sequential& model, Trace* trace)
   saved_.resize(saved);
   if (trace_) {
     add_name_ = trace_->name("exact: add to the accumulator");
+    bound_name_ = trace_->name("exact: agree on bounds");
     sum_name_ = trace_->name("exact: sum over ranks and round");
     loss_name_ = trace_->name("exact: loss over ranks");
   }
@@ -138,13 +101,33 @@ void ExactGradient::Sink::add(std::span<const float> gradient) const {
   owner_.span(owner_.add_name_, t0);
 }
 
-std::span<float> ExactGradient::Sink::term(std::span<float> gradient) const {
-  return owner_.sum_.next_term(block_of(gradient));
+// The largest bound of each tensor over ranks fixes its block's grid: the power of 2 above it
+// ("Bounds"). A bound that is not finite (an Inf among the layer's inputs) marks the sum not
+// finite, so that every rank skips the step.
+void ExactGradient::Sink::bound(std::span<const std::span<float>> gradients,
+                                std::span<const double> bounds) const {
+  if (gradients.size() != bounds.size())
+    throw Error(fmt::format("exact gradient sink: {} bounds for {} tensors", bounds.size(),
+                            gradients.size()));
+  const double t0 = now_s();
+  std::vector<double> largest(bounds.begin(), bounds.end());
+  for (double& b : largest)
+    if (!std::isfinite(b)) b = std::numeric_limits<double>::infinity();
+  collectives::allreduce_max(owner_.comm_, largest);
+  for (std::size_t i = 0; i < gradients.size(); ++i) {
+    if (std::isinf(largest[i])) owner_.sum_.mark_non_finite();
+    owner_.sum_.fix_grid(block_of(gradients[i]), collectives::GridSum::power_above(largest[i]),
+                         owner_.micro_batches_);
+  }
+  owner_.span(owner_.bound_name_, t0);
 }
 
-void ExactGradient::Sink::commit(std::span<float> gradient) const {
+void ExactGradient::Sink::add_pieces(std::span<float> gradient, std::size_t offset,
+                                     std::size_t length, std::span<const float> pieces,
+                                     std::size_t first_term) const {
   const double t0 = now_s();
-  owner_.sum_.add_written(block_of(gradient));
+  owner_.sum_.add_pieces(block_of(gradient), offset, length, pieces,
+                         static_cast<std::int64_t>(first_term));
   owner_.span(owner_.add_name_, t0);
 }
 

@@ -224,9 +224,6 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   plan_batches_and_steps();
   prepare_model(input_shape);
   build_step();
-  if (config_.reduction == Reduction::kExact)
-    check_exact_memory(comm_, model_, facts_.largest_local_batch, config_.exact_micro_batch,
-                       available_memory_bytes());
   // A refused resume (another model, other data, no valid checkpoint) stops every rank before
   // the run directory's manifest and config are rewritten.
   const std::optional<std::filesystem::path> resumed_from = load_checkpoint();

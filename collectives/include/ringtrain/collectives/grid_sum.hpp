@@ -8,7 +8,9 @@
 // sum over ranks. Here the terms are kept as floats until the sum; the ranks then agree on
 // each block's largest exponent (one small max), and every term is rounded once onto the grid
 // that exponent fixes. One word per element holds the integer sum exactly: 8 bytes per
-// element on the wire. The price is memory: the terms themselves until the sum.
+// element on the wire. The price is memory: the terms themselves until the sum. The step
+// avoids it by fixing each block's grid from a bound before its terms come ("Fixed grids"
+// below): then nothing is kept.
 //
 // Vocabulary
 //   term    one float32 per element of a block (a micro-batch's partial), kept as given
@@ -41,6 +43,15 @@
 // same terms carries up to (n − 1)·u·Σ|x_i|. An element 2^-k smaller than its block's largest
 // term keeps about p − k bits, fewer than float32's 24 once k > p − 24. ExactSum keeps 39 to
 // 79 bits below its window, depending on where the largest term falls in its top bin.
+//
+// Fixed grids. A block's power may also be fixed before any term exists, from a bound on the
+// terms that every rank agrees on (fix_grid; the exact step derives it from the layer's
+// inputs, exact_step.hpp). Each term is then rounded onto the grid as it comes, while it is
+// still in cache, and nothing is kept: the words are the block's whole memory. The bits are
+// still those of the terms, the power and n alone; the error bound above holds with
+// 2^(E − 1) in place of X, so a bound far above the largest term costs precision
+// (E − log2 X bits), not exactness. A term at or above 2^E would break the words' limit:
+// allreduce_grid refuses the sum on every rank (ExactSumError) rather than return it.
 //
 // Overflow cannot happen: n words of at most 2^p = 2^(51−c) give |W| <= 2^51, so a word and
 // its scaled value are exact doubles and the rounding back is one conversion. A block holds at
@@ -77,6 +88,10 @@ class GridSum {
  public:
   static constexpr int kWordBits = 51;                // |W| <= 2^51: exact as a double
   static constexpr std::int64_t kMaxTerms = 1 << 12;  // per block, summed over ranks
+  // The powers fix_grid takes: every subnormal lies below 2^-126, every finite float below
+  // 2^128.
+  static constexpr int kMinPower = -126, kMaxPower = 128;
+  static constexpr int kNotFixed = -1000;  // the power of a block whose grid is not fixed
 
   // Blocks of these sizes, in order: block b is elements [Σ_{c<b} size_c, ... + size_b).
   explicit GridSum(std::span<const std::size_t> block_sizes);
@@ -105,6 +120,27 @@ class GridSum {
   // As if a term had been NaN: the sum over ranks is then not finite on every rank.
   void mark_non_finite() { non_finite_ = true; }
 
+  // A grid fixed before the terms ("Fixed grids" above): from now until clear(), the block's
+  // grid is g = power − p(total_terms), and its terms are rounded onto it as they come, into
+  // its words, not kept. Every rank passes the same power and total (allreduce_grid checks
+  // both); every term of the block on every rank must lie in |x| < 2^power, and the block
+  // takes at most total_terms terms over all ranks (both checked by allreduce_grid, which
+  // throws ExactSumError on every rank otherwise). Call before the block's first term.
+  void fix_grid(std::size_t block, int power, std::int64_t total_terms);
+  bool fixed(std::size_t block) const { return fixed_power_[block] != kNotFixed; }
+  // The power fix_grid needs for terms |x| <= bound: the smallest E >= kMinPower with
+  // bound < 2^E, at most kMaxPower (every finite float lies below 2^128).
+  static int power_above(double bound);
+  // Elements [offset, offset + length) of this rank's terms first_term, first_term + 1, ...
+  // (counted 0, 1, ... on this rank) of a fixed block, rounded onto its grid: `pieces` holds
+  // each term's piece of `length` floats, one after another. Term 0 writes the words, later
+  // terms add to them. Every term covers the whole block, and each element's piece of term 0
+  // comes before its pieces of other terms (terms in pieces let a layer round them while
+  // they are in cache; several terms' pieces at once are added to the words in runs that stay
+  // in L1). add_block and add_written on a fixed block add a whole term this way.
+  void add_pieces(std::size_t block, std::size_t offset, std::size_t length,
+                  std::span<const float> pieces, std::int64_t first_term);
+
  private:
   friend bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
   // Checks before anything changes; ExactSumError names what is wrong.
@@ -126,7 +162,11 @@ class GridSum {
   std::vector<std::int64_t> terms_;                  // per block: the number of terms kept
   std::vector<int> max_field_;                       // per block: the largest exponent field so far
   std::vector<std::int64_t> words_;                  // (M): the words while summing
+  std::vector<int> fixed_power_;                     // per block: its fixed power E, or kNotFixed
+  std::vector<std::int64_t> fixed_terms_;            // per block: its fixed total of terms
+  std::vector<float> scratch_;  // next_term of a fixed block: one term, rounded at add_written
   bool non_finite_ = false;
+  bool out_of_bound_ = false;  // a term of a fixed block reached 2^power
 };
 
 // out <- the sum over ranks of every rank's terms, rounded to float32 once: the same bits on

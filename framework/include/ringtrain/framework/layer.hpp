@@ -66,17 +66,30 @@ class CrossRankSum {
 // Where a layer puts its parameter gradients per micro-batch with --reduction exact
 // (train/exact_step.hpp). `gradient` is always one of the layer's gradient views from bind():
 // its place in the model's gradient buffer names the tensor.
+//   bound(gradients, bounds)  first, in every exact backward call of a layer with terms, on
+//                     every rank (a rank without rows passes 0): bounds[i] >= |x| for every
+//                     element x of every term the call gives gradients[i]. A sink may agree
+//                     on the bounds over ranks (collective) and round each term onto a grid
+//                     they fix as it comes (exact_step.hpp, "Bounds");
 //   add(gradient)     adds the view's current contents as one term of that tensor's block of
-//                     the step's exact sum (a copy);
-//   term(gradient)    where the layer may write the tensor's next term instead (the view
-//                     itself by default, or the sum's own storage: no copy); then
-//   commit(gradient)  adds what was written there as one term.
+//                     the step's exact sum;
+//   add_pieces(gradient, offset, length, pieces, first_term)  elements [offset, offset +
+//                     length) of this call's terms first_term, first_term + 1, ... (0, 1, ...:
+//                     the call's micro-batches in order), `pieces` holding each term's piece
+//                     of `length` floats in turn; every term covers the whole tensor, each
+//                     element's piece of term 0 first. It lets a layer hand over its terms in
+//                     pieces while they are in cache, instead of each whole term at once.
 class ExactGradientSink {
  public:
   virtual ~ExactGradientSink() = default;
+  virtual void bound(std::span<const std::span<float>> gradients,
+                     std::span<const double> bounds) const {
+    (void)gradients;
+    (void)bounds;
+  }
   virtual void add(std::span<const float> gradient) const = 0;
-  virtual std::span<float> term(std::span<float> gradient) const { return gradient; }
-  virtual void commit(std::span<float> gradient) const { add(gradient); }
+  virtual void add_pieces(std::span<float> gradient, std::size_t offset, std::size_t length,
+                          std::span<const float> pieces, std::size_t first_term) const = 0;
 };
 
 // What a layer may need to know about the step besides its input.

@@ -24,8 +24,9 @@
 //
 // Exact micro-batches (ctx.exact_micro_batch = m > 0, --reduction exact, train/exact_step.hpp):
 // forward and backward run each chunk of m rows from the call's first row (the last may be
-// shorter) as a call of its own, and backward hands each chunk's dW, db to ctx.exact_gradient
-// (layer.hpp), so one call on n rows gives the bits of one call per micro-batch. Winograd
+// shorter) as a call of its own, and backward hands the bounds of the chunks' terms, then each
+// chunk's dW, db to ctx.exact_gradient (layer.hpp), so one call on n rows gives the bits of
+// one call per micro-batch. Winograd
 // keeps no V in such a forward; backward transforms each chunk's inputs again.
 //
 // Algorithm. A 5x5 kernel at stride 1 between layers of >= 8 channels (the cnn's second
@@ -45,6 +46,7 @@
 // for weight and bias.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -98,6 +100,9 @@ class Conv2d final : public Layer {
   void forward_rows(const float* x, float* y, std::size_t n, bool keep);
   void backward_rows(const float* x, const float* dy, float* dx, std::size_t n,
                      const StepContext& ctx);
+  // Exact: bounds on the elements of every chunk's dW and db (ExactGradientSink::bound).
+  std::array<double, 2> term_bounds(const float* x, const float* dy, std::size_t n,
+                                    std::size_t m) const;
   void forward_samples(const float* x, float* y, std::size_t begin, std::size_t end,
                        PartWorkspace& ws);
   // poll: the step's communication poll, called after each sample (part 0 only), or null.

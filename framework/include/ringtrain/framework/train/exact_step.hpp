@@ -19,12 +19,12 @@
 //                      micro-batch's dW and db go to this sum through sink(). The layers'
 //                      rules ("Layers" below) keep both true, and the sums are already scaled
 //                      by 1/B (the sum-scaled convention, reduction.hpp).
-//   3. exact sums      each micro-batch's dW and db are kept (copies) in a GridSum
-//                      (collectives/grid_sum.hpp), one block per parameter tensor. At the sum
-//                      the ranks agree on each block's largest exponent and term count, which
-//                      fix its grid; every term is rounded once onto it as an int64 word per
-//                      element. Integer addition is associative, so neither the split over
-//                      ranks nor the order matters.
+//   3. exact sums      a GridSum (collectives/grid_sum.hpp), one block per parameter tensor.
+//                      Before a layer's first term the ranks agree on a bound of its terms
+//                      ("Bounds" below), which fixes the grid of its tensors' blocks; every
+//                      term is then rounded once onto the grid as the layer hands it over,
+//                      into an int64 word per element, and not kept. Integer addition is
+//                      associative, so neither the split over ranks nor the order matters.
 //   4. one rounding    allreduce_grid reduce-scatters the words (8 bytes per element), each
 //                      rank rounding its chunk of the totals to float32 once; the ring
 //                      all-gathers the floats into every rank's gradient buffer (the same
@@ -38,27 +38,39 @@
 //   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
 //   bitwise at another N.
 //   Trace (--trace-steps): on lane 0, "exact: forward, loss, backward" (the call), inside
-//   it "exact: add to the accumulator" per term of a tensor (the copy and exponent scan),
-//   then "exact: sum over ranks and round" (the agreement, the conversion, the words' sum),
+//   it per layer "exact: agree on bounds" (the small max over ranks) and "exact: add to the
+//   accumulator" per piece of a term (its rounding onto the grid), then "exact: sum over
+//   ranks and round" (the agreement on counts and flags, the words' sum, the rounding back),
 //   "exact: loss over ranks" and "optimizer": bench/README-exact.md splits the step's cost
 //   with them.
 //
+// Bounds. A layer's term for micro-batch j sums k_j products: dW elements Σ dy·x (Linear: k_j
+// = the rows; Conv2d: rows · Ho · Wo), db elements Σ dy. Each is at most k_j·max|dy|·max|x|
+// over the micro-batch's rows in exact arithmetic, and twice that after float rounding
+// (layers/exact_bounds.hpp). The layer passes the largest of these over its micro-batches
+// (sink().bound, before its first term, on every rank); the max over ranks is then the max
+// over all B/m micro-batches, whatever the split, and E = the power of 2 above it. The grid
+// is 2^(E − 51 + c), c = ceil(log2(B/m)): all three are functions of the global batch alone.
+// Why a bound rather than the largest term: the grid is known before any term exists, so each
+// term (Linear: each tile of rows of dW) is rounded while it is still in cache, and no term is
+// kept: the sum's memory is its words, 8 bytes per parameter, for any b_r/m. The price is
+// precision: E − log2(X) bits, X the largest |term|. A term at or above 2^E cannot occur by
+// the bound; allreduce_grid would refuse it (ExactSumError) on every rank.
+//
 // Error bound, per element, against the exact sum S of the n = B/m partials (each partial a
-// float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·X·2^(c−51), u = 2^-24,
-// c = ceil(log2 n), X the largest |partial| of the element's tensor (grid_sum.hpp derives
-// it); a float32 sum of the same partials in some order carries (n − 1)·u·Σ|x| instead.
-// Memory: the kept terms, b_r/m floats per parameter on a rank with b_r samples; a run whose
-// ranks would keep more than their node has available is refused before it starts
-// (check_exact_memory).
+// float32 computed as in 2.): |g − S| <= u·|S| + (1 + u)·n·2^(E + c − 52), u = 2^-24,
+// c = ceil(log2 n), 2^E the tensor's bound above (grid_sum.hpp derives it); a float32 sum of
+// the same partials in some order carries (n − 1)·u·Σ|x| instead.
 //
 // Layers. ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index) compute
 // a sample's outputs from that sample alone.
 //   Linear     dW, db per micro-batch of m rows (a product of k = m, then the rows' sum in
-//              order). y = x·Wᵀ and dx = dy·W on all rows at once through
-//              blas::gemm_row_stable where the CPU has the own kernels (AVX2 and FMA, or
-//              AVX-512F): each element is summed over k in an order fixed by k alone, so a
-//              row's bits depend neither on the call's other rows nor on the thread count
-//              (ctx.exact_row_stable; whatever --gemm says). Elsewhere y and dx run per
+//              order); dW in tiles of rows of W whose size depends on the layer's width
+//              alone, each tile's elements those of the whole product. y = x·Wᵀ and dx = dy·W on
+//              all rows at once through blas::gemm_row_stable where the CPU has the own kernels
+//              (AVX2 and FMA, or AVX-512F): each element is summed over k in an order fixed by k
+//              alone, so a row's bits depend neither on the call's other rows nor on the thread
+//              count (ctx.exact_row_stable; whatever --gemm says). Elsewhere y and dx run per
 //              micro-batch, each product of the shape a micro-batch alone would give it.
 //   Conv2d     every product per micro-batch of m rows: a call of n rows splits into P =
 //              min(4, n) parts of bounds p·n/P, sums the parts' dW and db in part order, and
@@ -107,18 +119,6 @@ inline constexpr std::size_t kExactMaxMicroBatches =
 // Throws UsageError naming the first layer the exact step does not support yet.
 void check_exact_layers(const Sequential& model);
 
-// Bytes a rank with `local_batch` samples keeps for one step's terms: a float per parameter
-// element that takes terms (all but BatchNorm's) per micro-batch of m.
-std::size_t exact_kept_bytes(const Sequential& model, std::size_t local_batch, std::size_t m);
-// MemAvailable of /proc/meminfo in bytes; infinity where it cannot be read.
-double available_memory_bytes();
-// Refuses (UsageError, the same on every rank) a run whose ranks on one node would keep more
-// for their terms than `available_bytes` (the node's available memory; the smallest over the
-// ranks is taken), so that it stops with one line before anything is written instead of
-// being killed mid-step. Collective.
-void check_exact_memory(const collectives::Communicator& comm, const Sequential& model,
-                        std::size_t largest_local_batch, std::size_t m, double available_bytes);
-
 // One step's exact gradient sum over micro-batches and ranks. Terms come from the layers
 // (sink(): one tensor's gradient view per micro-batch, into its block).
 class ExactGradient {
@@ -128,21 +128,25 @@ class ExactGradient {
   // blocks take no terms from the layers, and sum_into leaves them as the layer wrote them.
   // `trace` (may be null) receives spans of the adds, the sum over ranks and the rounding
   // on lane 0 while it is recording.
-  explicit ExactGradient(const Sequential& model, Trace* trace = nullptr);
+  // `comm` agrees on the layers' bounds during backward (sink().bound).
+  ExactGradient(const Sequential& model, const collectives::Communicator& comm,
+                Trace* trace = nullptr);
   ExactGradient(const ExactGradient&) = delete;
   ExactGradient& operator=(const ExactGradient&) = delete;
 
-  // Starts a step: no terms.
-  void clear() {
+  // Starts a step of `micro_batches` micro-batches over all ranks: no terms.
+  void clear(std::size_t micro_batches) {
     sum_.clear();
     loss_.clear();
+    micro_batches_ = static_cast<std::int64_t>(micro_batches);
   }
   // Adds one micro-batch's loss sum (not scaled) as one term.
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
-  // For ctx.exact_gradient (layer.hpp): add(view) adds a parameter tensor's gradient view
-  // (a span of the model's gradient buffer, as bind() gave it) as one term of its block;
-  // term(view) is the storage of the block's next term in the sum itself, and commit(view)
-  // adds what was written there. Each throws Error for any other span.
+  // For ctx.exact_gradient (layer.hpp): bound(views, bounds) takes the largest of each
+  // bound over ranks (collective) and fixes the views' blocks' grids from it ("Bounds");
+  // add(view) adds a parameter tensor's gradient view (a span of the model's gradient
+  // buffer, as bind() gave it) as one term of its block, add_pieces(view, ...) pieces of
+  // terms. Each throws Error for any other span.
   const ExactGradientSink& sink() const { return sink_; }
   // Marks the sum not finite (a non-finite loss or an injected fault): every rank skips.
   void poison();
@@ -162,9 +166,11 @@ class ExactGradient {
   class Sink final : public ExactGradientSink {
    public:
     explicit Sink(ExactGradient& owner) : owner_(owner) {}
+    void bound(std::span<const std::span<float>> gradients,
+               std::span<const double> bounds) const override;
     void add(std::span<const float> gradient) const override;
-    std::span<float> term(std::span<float> gradient) const override;
-    void commit(std::span<float> gradient) const override;
+    void add_pieces(std::span<float> gradient, std::size_t offset, std::size_t length,
+                    std::span<const float> pieces, std::size_t first_term) const override;
 
    private:
     // The block of the tensor whose gradient view this is; Error for any other span.
@@ -175,7 +181,9 @@ class ExactGradient {
     std::size_t offset, size;
   };
 
+  const collectives::Communicator& comm_;
   collectives::GridSum sum_;
+  std::int64_t micro_batches_ = 0;  // this step's, over all ranks: every block's most terms
   collectives::ExactSum loss_{1};
   double loss_total_ = 0.0;
   Sink sink_{*this};
@@ -184,7 +192,7 @@ class ExactGradient {
   std::vector<Range> totals_;        // BatchNorm's tensors: left out of sum_into's rounding
   std::vector<float> saved_;         // their values while sum_into rounds the buffer
   Trace* trace_;                     // null: no spans
-  std::size_t add_name_ = 0, sum_name_ = 0, loss_name_ = 0;
+  std::size_t add_name_ = 0, bound_name_ = 0, sum_name_ = 0, loss_name_ = 0;
 };
 
 }  // namespace ringtrain
