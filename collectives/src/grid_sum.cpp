@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -404,6 +405,61 @@ std::vector<int> agree_grids(const Communicator& comm, const Facts& mine, bool& 
 
 }  // namespace
 
+// words <- on this rank's chunk (schedule.hpp: chunk `rank` of the words), the sum over
+// ranks of that chunk; the other chunks hold partial sums. The ring's reduce-scatter
+// (ring.hpp) on int64 words: in round t rank r sends chunk (r − t − 1) mod N to r + 1 and
+// adds chunk (r − t − 2) mod N from r − 1, in segments of kSegment words, the next segment's
+// receive posted before the current one is added. Integer addition is exact, so the order of
+// the ranks' words does not matter. done(begin, count) is called on each piece of this rank's
+// chunk as its sum is complete (while it is in cache), in order; at N = 1 on the whole chunk. It
+// moves as many bytes as MPI_Reduce_scatter, with one copy fewer than MPICH's on one node
+// (bench/README-exact.md).
+void reduce_scatter_words(const Communicator& comm, std::span<std::int64_t> words,
+                          std::vector<std::int64_t>& scratch,
+                          const std::function<void(std::size_t, std::size_t)>& done) {
+  constexpr std::size_t kSegment = 32768;  // 256 KiB: in L2 while it is added
+  constexpr int kTag = 0x6772;             // the grid sum's rounds: kTag + t
+  const std::size_t N = static_cast<std::size_t>(comm.size()), M = words.size();
+  const std::size_t r = static_cast<std::size_t>(comm.rank());
+  const int right = static_cast<int>((r + 1) % N), left = static_cast<int>((r + N - 1) % N);
+  scratch.resize(2 * kSegment);
+  if (N == 1) done(0, M);
+  for (std::size_t t = 0; t + 1 < N; ++t) {
+    const std::size_t send = (r + 2 * N - t - 1) % N, recv = (r + 2 * N - t - 2) % N;
+    const std::span<std::int64_t> out =
+        words.subspan(chunk_begin(M, N, send), chunk_size(M, N, send));
+    const std::span<std::int64_t> in =
+        words.subspan(chunk_begin(M, N, recv), chunk_size(M, N, recv));
+    const std::size_t segments = (std::max(out.size(), in.size()) + kSegment - 1) / kSegment;
+    auto piece = [&](std::span<std::int64_t> chunk, std::size_t k) {
+      const std::size_t at = std::min(k * kSegment, chunk.size());
+      return chunk.subspan(at, std::min(kSegment, chunk.size() - at));
+    };
+    MPI_Request received = MPI_REQUEST_NULL, sent = MPI_REQUEST_NULL;
+    auto post_receive = [&](std::size_t k) {
+      const std::span<std::int64_t> next = piece(in, k);
+      check_mpi(MPI_Irecv(scratch.data() + (k % 2) * kSegment, int(next.size()), MPI_INT64_T, left,
+                          kTag + int(t), comm.handle(), &received),
+                "MPI_Irecv(grid words)");
+    };
+    post_receive(0);
+    for (std::size_t k = 0; k < segments; ++k) {
+      const std::span<std::int64_t> mine = piece(out, k);
+      check_mpi(MPI_Isend(mine.data(), int(mine.size()), MPI_INT64_T, right, kTag + int(t),
+                          comm.handle(), &sent),
+                "MPI_Isend(grid words)");
+      check_mpi(MPI_Wait(&received, MPI_STATUS_IGNORE), "MPI_Wait(grid words)");
+      if (k + 1 < segments) post_receive(k + 1);
+      const std::span<std::int64_t> add_to = piece(in, k);
+      const std::int64_t* got = scratch.data() + (k % 2) * kSegment;
+      for (std::size_t i = 0; i < add_to.size(); ++i) add_to[i] += got[i];
+      if (t + 2 == N && !add_to.empty())  // the last round adds into this rank's chunk
+        done(static_cast<std::size_t>(add_to.data() - words.data()), add_to.size());
+      check_mpi(MPI_Wait(&sent, MPI_STATUS_IGNORE), "MPI_Wait(grid words)");
+    }
+  }
+}
+
 bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
   const std::size_t M = sum.size();
   Facts facts;
@@ -425,22 +481,15 @@ bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out
     return false;
   }
   sum.convert(grids);
-  std::vector<int> counts, begins;
-  exact_words::chunk_table(M, comm.size(), counts, begins);
-  const auto mine = static_cast<std::size_t>(comm.rank());
-  const auto first = static_cast<std::size_t>(begins[mine]);
-  const auto last = first + static_cast<std::size_t>(counts[mine]);
-  // In place: this rank's summed chunk lands at the start of the words (MPI_IN_PLACE).
-  if (comm.size() > 1)
-    check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, sum.words_.data(), counts.data(), MPI_INT64_T,
-                                 MPI_SUM, comm.handle()),
-              "MPI_Reduce_scatter(grid words)");
-  const std::int64_t* words = sum.words_.data();    // this rank's chunk, summed
-  for (std::size_t b = 0; b < sum.blocks(); ++b) {  // the part of block b in [first, last)
-    const std::size_t begin = std::max(sum.begin_[b], first);
-    const std::size_t end = std::min(sum.begin_[b + 1], last);
-    if (begin < end) round_words(words + (begin - first), end - begin, grids[b], &out[begin]);
-  }
+  // Each piece of this rank's chunk, once summed: rounded, block by block.
+  const auto round_piece = [&](std::size_t from, std::size_t count) {
+    for (std::size_t b = 0; b < sum.blocks(); ++b) {
+      const std::size_t begin = std::max(sum.begin_[b], from);
+      const std::size_t end = std::min(sum.begin_[b + 1], from + count);
+      if (begin < end) round_words(&sum.words_[begin], end - begin, grids[b], &out[begin]);
+    }
+  };
+  reduce_scatter_words(comm, sum.words_, sum.scratch_words_, round_piece);
   if (comm.size() > 1) all_gather(comm, out);
   return true;
 }

@@ -102,17 +102,17 @@ std::array<double, 2> Linear::term_bounds(const float* x, const float* dy, std::
 
 // dW of chunk j = dy_jᵀ · x_j, in tiles of `tile` rows of W: tile rows [o, o + t) of chunk j
 // are the product of dy_j's columns [o, o + t), copied into rows of t, with x_j. Every
-// chunk's tile is computed, then all go to the sink at once (128 KiB per chunk, so that at
-// the usual few chunks per rank they stay in L2 while the sum rounds them into its words).
+// chunk's tile is computed, then all go to the sink at once (256 KiB per chunk, so that at
+// the usual few chunks per rank they stay in L2 or L3 while the sum rounds them).
 // The tile's shape depends on the layer and m alone, not on the rank's number of chunks: the
 // product's bits may depend on its shape where it is not row-stable.
 void Linear::weight_terms(const float* x, const float* dy, std::size_t n, std::size_t m,
                           bool row_stable, const ExactGradientSink& sink) {
   if (n == 0) return;
-  constexpr std::size_t kTileFloats = 1 << 15;
+  constexpr std::size_t kTileFloats = 1 << 16;
+  constexpr std::size_t kRows = 24;  // whole row tiles of both kernels (6 rows AVX2, 8 AVX-512)
   const std::size_t chunks = (n + m - 1) / m;
-  std::size_t tile = std::max<std::size_t>(1, kTileFloats / in_);
-  if (tile > 16) tile -= tile % 16;  // whole row blocks of the kernels
+  std::size_t tile = std::max(kRows, kTileFloats / in_ / kRows * kRows);
   tile = std::min(tile, out_);
   dy_tile_.resize(m * tile);
   dw_tile_.resize(chunks * tile * in_);

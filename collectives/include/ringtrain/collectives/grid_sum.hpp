@@ -67,9 +67,10 @@
 // 16 bytes per element are 4 terms' worth; a borrowed term takes none); per add an exponent
 // scan and the copy, in one pass (a term written in place: the scan alone); at the sum two
 // small collectives (a max and a sum over a few doubles per block), n conversions (read a
-// float, add into the 8-byte word), one MPI_Reduce_scatter of M int64 words, the rounding of
-// this rank's chunk and the ring's all-gather of the floats: (N−1)/N · (8 + 4) bytes per
-// element on a ring, against ExactSum's (N−1)/N · (16 + 4). bench/README-exact.md has the
+// float, add into the 8-byte word), a ring reduce-scatter of the M int64 words, the rounding
+// of this rank's chunk and the ring's all-gather of the floats: (N−1)/N · (8 + 4) bytes per
+// element on a ring, against ExactSum's (N−1)/N · (16 + 4). A fixed block costs no kept terms
+// and no scan: its n conversions happen at the adds. bench/README-exact.md has the
 // measurements.
 #pragma once
 
@@ -162,6 +163,7 @@ class GridSum {
   std::vector<std::int64_t> terms_;                  // per block: the number of terms kept
   std::vector<int> max_field_;                       // per block: the largest exponent field so far
   std::vector<std::int64_t> words_;                  // (M): the words while summing
+  std::vector<std::int64_t> scratch_words_;          // the reduce-scatter's received segments
   std::vector<int> fixed_power_;                     // per block: its fixed power E, or kNotFixed
   std::vector<std::int64_t> fixed_terms_;            // per block: its fixed total of terms
   std::vector<float> scratch_;  // next_term of a fixed block: one term, rounded at add_written
@@ -174,8 +176,10 @@ class GridSum {
 // some term on some rank was not finite (every element of out is then NaN), true otherwise.
 // Collective: every rank passes the same blocks and an out of size() floats (checked: every
 // rank throws the same ExactSumError before any word moves, as for a block whose terms summed
-// over ranks exceed kMaxTerms). Each rank sums and rounds its chunk of the words
-// (schedule.hpp); the ring (ring.hpp) all-gathers the floats. `sum` keeps its terms.
+// over ranks exceed kMaxTerms, or for a fixed block: grids that differ between ranks, more
+// terms than fixed, a term at or above its bound). Each rank sums its chunk of the words on
+// a ring and rounds it (schedule.hpp); the ring (ring.hpp) all-gathers the floats. `sum`
+// keeps its terms.
 bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
 
 }  // namespace ringtrain::collectives
