@@ -403,17 +403,15 @@ std::vector<int> agree_grids(const Communicator& comm, const Facts& mine, bool& 
   return grids;
 }
 
-}  // namespace
-
 // words <- on this rank's chunk (schedule.hpp: chunk `rank` of the words), the sum over
 // ranks of that chunk; the other chunks hold partial sums. The ring's reduce-scatter
 // (ring.hpp) on int64 words: in round t rank r sends chunk (r − t − 1) mod N to r + 1 and
 // adds chunk (r − t − 2) mod N from r − 1, in segments of kSegment words, the next segment's
 // receive posted before the current one is added. Integer addition is exact, so the order of
 // the ranks' words does not matter. done(begin, count) is called on each piece of this rank's
-// chunk as its sum is complete (while it is in cache), in order; at N = 1 on the whole chunk. It
-// moves as many bytes as MPI_Reduce_scatter, with one copy fewer than MPICH's on one node
-// (bench/README-exact.md).
+// chunk as its sum is complete (while it is in cache), in order; at N = 1 on the whole chunk.
+// It moves as many bytes as MPI_Reduce_scatter and measured faster in training
+// (bench/README-exact.md, "Grids fixed from bounds").
 void reduce_scatter_words(const Communicator& comm, std::span<std::int64_t> words,
                           std::vector<std::int64_t>& scratch,
                           const std::function<void(std::size_t, std::size_t)>& done) {
@@ -459,6 +457,8 @@ void reduce_scatter_words(const Communicator& comm, std::span<std::int64_t> word
     }
   }
 }
+
+}  // namespace
 
 bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
   const std::size_t M = sum.size();
