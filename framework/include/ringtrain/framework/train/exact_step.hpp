@@ -65,12 +65,12 @@
 // Layers. ReLU, Flatten, MaxPool2d and Dropout (masks keyed by global sample index) compute
 // a sample's outputs from that sample alone.
 //   Linear     dW, db per micro-batch of m rows (a product of k = m, then the rows' sum in
-//              order); dW in tiles of rows of W whose size depends on the layer's width
-//              alone, each tile's elements those of the whole product. y = x·Wᵀ and dx = dy·W on
-//              all rows at once through blas::gemm_row_stable where the CPU has the own kernels
-//              (AVX2 and FMA, or AVX-512F): each element is summed over k in an order fixed by k
-//              alone, so a row's bits depend neither on the call's other rows nor on the thread
-//              count (ctx.exact_row_stable; whatever --gemm says). Elsewhere y and dx run per
+//              order); dW in tiles of rows of W whose shape depends on the layer and m
+//              alone. y = x·Wᵀ and dx = dy·W on all rows at once through
+//              blas::gemm_row_stable where the CPU has the own kernels (AVX2 and FMA, or
+//              AVX-512F): each element is summed over k in an order fixed by k alone, so a
+//              row's bits depend neither on the call's other rows nor on the thread count
+//              (ctx.exact_row_stable; whatever --gemm says). Elsewhere y and dx run per
 //              micro-batch, each product of the shape a micro-batch alone would give it.
 //   Conv2d     every product per micro-batch of m rows: a call of n rows splits into P =
 //              min(4, n) parts of bounds p·n/P, sums the parts' dW and db in part order, and
