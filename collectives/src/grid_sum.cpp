@@ -3,6 +3,8 @@
 // ranks, one rounding back to float32.
 #include "ringtrain/collectives/grid_sum.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -50,21 +52,61 @@ template <bool kFirst>
   }
 }
 
-// convert_loop for a fixed block's term, which also checks |x_i| < limit (2^E, or +Inf for
-// E = 128) in the same pass: returns false if some x_i is not below it (a NaN included), and
-// add_pieces then looks closer. The product x·scale is exact, so a fused multiply-add gives
-// the bits of the multiply and the add.
-template <bool kFirst>
-[[gnu::always_inline]] inline bool convert_checked_loop(const float* x, std::size_t n, double scale,
-                                                        float limit, std::int64_t* words) {
-  int outside = 0;
+// words[i] (+)= Σ_t round(x_t[i] · scale) for a fixed block's `count` terms, whose pieces lie
+// `stride` floats apart (x_t = x + t · stride); `first`: the words hold nothing yet. Also checks
+// |x| < limit (2^E, or +Inf for E = 128) on the way: returns false if some x is not below it
+// (a NaN included), and add_pieces then looks closer. Each term's bits x·scale + kMagic hold
+// q + kMagicBits in their low bits; the bits are summed as unsigned words (wrapping) and
+// count · kMagicBits is taken off once per element: the result is the exact Σ q, which fits in
+// an int64. The product x·scale is exact, so a fused multiply-add gives the bits of the
+// multiply and the add.
+bool convert_terms_loop(const float* x, std::size_t stride, std::size_t count, std::size_t n,
+                        double scale, float limit, bool first, std::int64_t* words) {
+  const std::uint64_t magic = static_cast<std::uint64_t>(count) * std::uint64_t(kMagicBits);
+  bool inside = true;
   for (std::size_t i = 0; i < n; ++i) {
-    outside |= !(std::fabs(x[i]) < limit);
-    const double t = static_cast<double>(x[i]) * scale + kMagic;
-    const std::int64_t q = std::bit_cast<std::int64_t>(t) - kMagicBits;
-    words[i] = kFirst ? q : words[i] + q;
+    std::uint64_t sum = first ? 0 : static_cast<std::uint64_t>(words[i]);
+    for (std::size_t t = 0; t < count; ++t) {
+      const float v = x[t * stride + i];
+      inside &= std::fabs(v) < limit;
+      sum += std::bit_cast<std::uint64_t>(static_cast<double>(v) * scale + kMagic);
+    }
+    words[i] = static_cast<std::int64_t>(sum - magic);
   }
-  return outside == 0;
+  return inside;
+}
+
+// convert_terms_loop with AVX2 and FMA, eight elements at a time, their words kept in two
+// registers while every term is added (the words are loaded and stored once, not per term).
+[[gnu::target("avx2,fma")]] bool convert_terms_avx2(const float* x, std::size_t stride,
+                                                    std::size_t count, std::size_t n, double scale,
+                                                    float limit, bool first, std::int64_t* words) {
+  const __m256d scales = _mm256_set1_pd(scale), magics = _mm256_set1_pd(kMagic);
+  const __m256i magic_sum = _mm256_set1_epi64x(
+      static_cast<std::int64_t>(static_cast<std::uint64_t>(count) * std::uint64_t(kMagicBits)));
+  const __m256 limits = _mm256_set1_ps(limit);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 outside = _mm256_setzero_ps();  // lanes where |x| < limit failed (NaN included)
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    auto* w = reinterpret_cast<__m256i_u*>(words + i);
+    __m256i low = first ? _mm256_setzero_si256() : _mm256_loadu_si256(w);
+    __m256i high = first ? _mm256_setzero_si256() : _mm256_loadu_si256(w + 1);
+    for (std::size_t t = 0; t < count; ++t) {
+      const __m256 v = _mm256_loadu_ps(x + t * stride + i);
+      outside =
+          _mm256_or_ps(outside, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), limits, _CMP_NLT_UQ));
+      const __m256d v_low = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+      const __m256d v_high = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      low = _mm256_add_epi64(low, _mm256_castpd_si256(_mm256_fmadd_pd(v_low, scales, magics)));
+      high = _mm256_add_epi64(high, _mm256_castpd_si256(_mm256_fmadd_pd(v_high, scales, magics)));
+    }
+    _mm256_storeu_si256(w, _mm256_sub_epi64(low, magic_sum));
+    _mm256_storeu_si256(w + 1, _mm256_sub_epi64(high, magic_sum));
+  }
+  const bool tail_inside =
+      convert_terms_loop(x + i, stride, count, n - i, scale, limit, first, words + i);
+  return tail_inside && _mm256_movemask_ps(outside) == 0;
 }
 
 // out[i] <- float32(words[i] · 2^g), rounded once: |words[i]| <= 2^51, so the word and its
@@ -84,11 +126,6 @@ template <bool kFirst>
                                           std::int64_t* words) {
   convert_loop<kFirst>(x, n, scale, words);
 }
-template <bool kFirst>
-[[gnu::target("avx2,fma")]] bool convert_checked_avx2(const float* x, std::size_t n, double scale,
-                                                      float limit, std::int64_t* words) {
-  return convert_checked_loop<kFirst>(x, n, scale, limit, words);
-}
 [[gnu::target("avx2")]] void round_avx2(const std::int64_t* words, std::size_t n, int grid,
                                         float* out) {
   round_loop(words, n, grid, out);
@@ -106,12 +143,11 @@ void add_on_grid(const float* x, std::size_t n, double scale, std::int64_t* word
   convert_loop<kFirst>(x, n, scale, words);
 }
 
-template <bool kFirst>
-bool add_on_grid_checked(const float* x, std::size_t n, double scale, float limit,
-                         std::int64_t* words) {
+bool add_terms_on_grid(const float* x, std::size_t stride, std::size_t count, std::size_t n,
+                       double scale, float limit, bool first, std::int64_t* words) {
   static const bool avx2_fma = has_avx2() && __builtin_cpu_supports("fma");
-  if (avx2_fma) return convert_checked_avx2<kFirst>(x, n, scale, limit, words);
-  return convert_checked_loop<kFirst>(x, n, scale, limit, words);
+  if (avx2_fma) return convert_terms_avx2(x, stride, count, n, scale, limit, first, words);
+  return convert_terms_loop(x, stride, count, n, scale, limit, first, words);
 }
 
 void round_words(const std::int64_t* words, std::size_t n, int grid, float* out) {
@@ -274,19 +310,9 @@ void GridSum::add_pieces(std::size_t block, std::size_t offset, std::size_t leng
   const double scale = std::ldexp(1.0, -(power - precision_of(fixed_terms_[block])));
   const float limit =
       power == kMaxPower ? std::numeric_limits<float>::infinity() : std::ldexp(1.0f, power);
-  // Words in runs that stay in L1 while every piece's run is added to them.
-  constexpr std::size_t kRun = 1024;
   std::int64_t* words = words_.data() + begin_[block] + offset;
-  bool inside = true;
-  for (std::size_t first = 0; first < length; first += kRun) {
-    const std::size_t run = std::min(kRun, length - first);
-    for (std::int64_t t = 0; t < count; ++t) {
-      const float* x = pieces.data() + std::size_t(t) * length + first;
-      inside &= first_term + t == 0
-                    ? add_on_grid_checked<true>(x, run, scale, limit, words + first)
-                    : add_on_grid_checked<false>(x, run, scale, limit, words + first);
-    }
-  }
+  const bool inside = add_terms_on_grid(pieces.data(), length, static_cast<std::size_t>(count),
+                                        length, scale, limit, first_term == 0, words);
   if (!inside) {  // a NaN or an Inf, or a finite term at or above 2^E (the bound was wrong)
     const ExponentScan found = scan(pieces, nullptr);
     non_finite_ |= found.non_finite;

@@ -299,20 +299,26 @@ TEST_CASE("allreduce_grid: a NaN or Inf on one rank makes every rank's sum NaN")
   Facts facts;
   const Communicator comm;
   const int N = comm.size(), me = comm.rank();
-  const std::vector<std::size_t> sizes{2, 3};
+  // Block 1 has eight elements for the vector loop of a fixed grid; the bad term is its fourth.
+  const std::vector<std::size_t> sizes{2, 11};
   GridSum sum(sizes);
-  for (float bad :
-       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
-    sum.clear();
-    std::vector<float> term{1, 2, 3, 4, 5}, out(5);
-    if (me == N - 1) term[3] = bad;
-    sum.add(term);
-    facts.check(!allreduce_grid(comm, sum, out), "a non-finite term gave a finite sum");
-    facts.check(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }),
-                "the result is not NaN everywhere");
-  }
+  for (bool fixed : {false, true})
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+      sum.clear();
+      if (fixed)
+        for (std::size_t b = 0; b < sizes.size(); ++b) sum.fix_grid(b, 5, N);  // terms below 32
+      std::vector<float> term(13), out(13);
+      std::iota(term.begin(), term.end(), 1.0f);
+      if (me == N - 1) term[5] = bad;
+      sum.add(term);
+      const std::string grid = fixed ? " (fixed grid)" : "";
+      facts.check(!allreduce_grid(comm, sum, out), "a non-finite term gave a finite sum" + grid);
+      facts.check(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }),
+                  "the result is not NaN everywhere" + grid);
+    }
   sum.clear();
-  std::vector<float> term(5, 1.0f), out(5);
+  std::vector<float> term(13, 1.0f), out(13);
   sum.add(term);
   if (me == 0) sum.mark_non_finite();
   facts.check(!allreduce_grid(comm, sum, out), "mark_non_finite on rank 0 was not seen");
@@ -395,16 +401,18 @@ std::vector<float> fixed_result(const Terms& terms, const std::vector<int>& powe
 // The sum of `mine` on fixed grids: `how` 0 adds each term whole (add), 1 block by block
 // written in place (next_term, add_written), 2 in pieces of 7 elements, the pieces of all of
 // the rank's terms interleaved piece by piece (add_pieces, as a layer's tiles come), 3 the
-// same pieces of all of the rank's terms in one call.
+// same pieces of all of the rank's terms in one call, 4 as 3 in pieces of 19 (two runs of
+// eight lanes and a tail of three, for the vector loop).
 bool fixed_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
                const std::vector<std::size_t>& mine, const std::vector<int>& powers, int how,
                std::vector<float>& out) {
   sum.clear();
   for (std::size_t b = 0; b < kSizes.size(); ++b)
     sum.fix_grid(b, powers[b], static_cast<std::int64_t>(terms.size()));
+  const std::size_t piece = how == 4 ? 19 : 7;
   std::size_t begin = 0;
   for (std::size_t b = 0; b < kSizes.size(); ++b) {
-    for (std::size_t at = 0; at < kSizes[b]; at += 7)
+    for (std::size_t at = 0; at < kSizes[b]; at += piece)
       for (std::size_t k = 0; k < mine.size(); ++k) {
         const auto block = std::span(terms[mine[k]]).subspan(begin, kSizes[b]);
         if (how == 0 && b == 0 && at == 0) sum.add(terms[mine[k]]);
@@ -412,8 +420,8 @@ bool fixed_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
           std::ranges::copy(block, sum.next_term(b).begin());
           sum.add_written(b);
         }
-        if (how == 3 && k == 0) {
-          const std::size_t length = std::min<std::size_t>(7, kSizes[b] - at);
+        if (how >= 3 && k == 0) {
+          const std::size_t length = std::min(piece, kSizes[b] - at);
           std::vector<float> stacked;
           for (std::size_t t : mine) {
             const auto piece = std::span(terms[t]).subspan(begin + at, length);
@@ -446,7 +454,7 @@ TEST_CASE("allreduce_grid, fixed grids: any split, order and pieces give the gri
     const std::vector<int> powers = fixed_powers(terms, extra);
     const std::vector<float> reference = fixed_result(terms, powers, facts);
     std::mt19937 order_rng(static_cast<std::uint32_t>(me + 7 * extra));
-    for (int how = 0; how < 4; ++how)
+    for (int how = 0; how < 5; ++how)
       for (int kind = 0; kind < 2; ++kind) {
         std::vector<std::size_t> mine;
         for (std::size_t t = 0; t < terms.size(); ++t)
@@ -488,14 +496,19 @@ TEST_CASE(
   Facts facts;
   const Communicator comm;
   const int N = comm.size(), me = comm.rank();
-  const std::vector<std::size_t> one{3};
+  // One block of 11 elements (eight for the vector loop, a tail of three), x at element `at`,
+  // the others within 2^1.
+  const std::vector<std::size_t> one{11};
   const bool last = me == N - 1;
-  auto throws_everywhere = [&](int power, bool fix, std::int64_t total, float x, int terms) {
+  auto throws_everywhere = [&](int power, bool fix, std::int64_t total, float x, int terms,
+                               std::size_t at = 1) {
     GridSum sum(one);
     if (fix) sum.fix_grid(0, power, total);
-    const float term[3] = {0.5f, x, -0.25f};
+    std::vector<float> term(11, 0.5f);
+    term[2] = -0.25f;
+    term[at] = x;
     for (int t = 0; t < terms; ++t) sum.add(term);
-    std::vector<float> out(3);
+    std::vector<float> out(11);
     bool threw = false;
     try {
       allreduce_grid(comm, sum, out);
@@ -507,6 +520,8 @@ TEST_CASE(
   facts.check(!throws_everywhere(1, true, N, 1.5f, 1), "terms within the bound were refused");
   facts.check(throws_everywhere(1, true, N, last ? 2.0f : 1.5f, 1),
               "a term at 2^E on the last rank was summed");
+  facts.check(throws_everywhere(1, true, N, last ? 2.0f : 1.5f, 1, 9),
+              "a term at 2^E in the vector loop's tail on the last rank was summed");
   facts.check(throws_everywhere(1, true, N, last ? -3.0f : 1.5f, 1),
               "a term beyond -2^E on the last rank was summed");
   facts.check(throws_everywhere(1, true, N, 1.5f, last ? 2 : 1),
@@ -523,9 +538,9 @@ TEST_CASE(
   GridSum sum(one);
   CHECK_THROWS_AS(sum.fix_grid(0, GridSum::kMaxPower + 1, 1), ExactSumError);
   CHECK_THROWS_AS(sum.fix_grid(0, 0, GridSum::kMaxTerms + 1), ExactSumError);
-  const float term[3] = {1, 2, 3};
+  const std::vector<float> term(11, 1.0f);
   sum.add(term);
   CHECK_THROWS_AS(sum.fix_grid(0, 4, 1), ExactSumError);
-  CHECK_THROWS_AS(sum.add_pieces(0, 0, 3, term, 0), ExactSumError);  // not a fixed block
+  CHECK_THROWS_AS(sum.add_pieces(0, 0, 11, term, 0), ExactSumError);  // not a fixed block
   REQUIRE_ALL_RANKS(facts);
 }

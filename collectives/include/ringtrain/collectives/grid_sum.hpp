@@ -137,8 +137,9 @@ class GridSum {
   // each term's piece of `length` floats, one after another. Term 0 writes the words, later
   // terms add to them. Every term covers the whole block, and each element's piece of term 0
   // comes before its pieces of other terms (terms in pieces let a layer round them while
-  // they are in cache; several terms' pieces at once are added to the words in runs that stay
-  // in L1). add_block and add_written on a fixed block add a whole term this way.
+  // they are in cache; with several terms' pieces at once, each element's word is loaded and
+  // stored once while all of them are added). add_block and add_written on a fixed block add
+  // a whole term this way.
   void add_pieces(std::size_t block, std::size_t offset, std::size_t length,
                   std::span<const float> pieces, std::int64_t first_term);
 
