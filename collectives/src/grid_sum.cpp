@@ -310,9 +310,20 @@ void GridSum::add_pieces(std::size_t block, std::size_t offset, std::size_t leng
   const double scale = std::ldexp(1.0, -(power - precision_of(fixed_terms_[block])));
   const float limit =
       power == kMaxPower ? std::numeric_limits<float>::infinity() : std::ldexp(1.0f, power);
+  // At most kGroup terms at a time: the pieces often lie a power of 2 apart, and more streams
+  // than L1 has ways would evict each other. More terms than that take several passes over
+  // the words, in runs of 32 KiB of words that stay in cache between the passes.
+  constexpr std::size_t kRun = 4096, kGroup = 8;
+  const auto terms = static_cast<std::size_t>(count);
   std::int64_t* words = words_.data() + begin_[block] + offset;
-  const bool inside = add_terms_on_grid(pieces.data(), length, static_cast<std::size_t>(count),
-                                        length, scale, limit, first_term == 0, words);
+  bool inside = true;
+  for (std::size_t first = 0; first < length; first += kRun) {
+    const std::size_t run = std::min(kRun, length - first);
+    for (std::size_t t = 0; t < terms; t += kGroup)
+      inside &=
+          add_terms_on_grid(pieces.data() + t * length + first, length, std::min(kGroup, terms - t),
+                            run, scale, limit, first_term == 0 && t == 0, words + first);
+  }
   if (!inside) {  // a NaN or an Inf, or a finite term at or above 2^E (the bound was wrong)
     const ExponentScan found = scan(pieces, nullptr);
     non_finite_ |= found.non_finite;

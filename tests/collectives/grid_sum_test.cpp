@@ -33,9 +33,9 @@ __extension__ typedef __int128 Int128;  // the exact reference (a GCC extension)
 
 using Terms = std::vector<std::vector<float>>;  // (T, M): term t of every element
 
-// Block sizes of the tests' sums: a large block, one element, an empty block, a block whose
-// terms are all zero or subnormal.
-const std::vector<std::size_t> kSizes{97, 1, 0, 5};
+// Block sizes of the tests' sums: a large block (more than two of add_pieces's runs of 4,096
+// elements), one element, an empty block, a block whose terms are all zero or subnormal.
+const std::vector<std::size_t> kSizes{8200, 1, 0, 5};
 
 // T terms over kSizes's blocks. Block 0: magnitudes 2^lo..2^hi with random signs, every third
 // term the negation of the one before plus a part in 2^lo..2^(lo+10); block 1: 2^-10..2^10;
@@ -402,16 +402,17 @@ std::vector<float> fixed_result(const Terms& terms, const std::vector<int>& powe
 // written in place (next_term, add_written), 2 in pieces of 7 elements, the pieces of all of
 // the rank's terms interleaved piece by piece (add_pieces, as a layer's tiles come), 3 the
 // same pieces of all of the rank's terms in one call, 4 as 3 in pieces of 19 (two runs of
-// eight lanes and a tail of three, for the vector loop).
+// eight lanes and a tail of three, for the vector loop), 5 as 3 with the whole block as the
+// piece (add_pieces's runs, and its groups of terms when a rank has more than eight).
 bool fixed_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
                const std::vector<std::size_t>& mine, const std::vector<int>& powers, int how,
                std::vector<float>& out) {
   sum.clear();
   for (std::size_t b = 0; b < kSizes.size(); ++b)
     sum.fix_grid(b, powers[b], static_cast<std::int64_t>(terms.size()));
-  const std::size_t piece = how == 4 ? 19 : 7;
   std::size_t begin = 0;
   for (std::size_t b = 0; b < kSizes.size(); ++b) {
+    const std::size_t piece = how == 5 ? std::max<std::size_t>(kSizes[b], 1) : how == 4 ? 19 : 7;
     for (std::size_t at = 0; at < kSizes[b]; at += piece)
       for (std::size_t k = 0; k < mine.size(); ++k) {
         const auto block = std::span(terms[mine[k]]).subspan(begin, kSizes[b]);
@@ -424,8 +425,8 @@ bool fixed_sum(const Communicator& comm, GridSum& sum, const Terms& terms,
           const std::size_t length = std::min(piece, kSizes[b] - at);
           std::vector<float> stacked;
           for (std::size_t t : mine) {
-            const auto piece = std::span(terms[t]).subspan(begin + at, length);
-            stacked.insert(stacked.end(), piece.begin(), piece.end());
+            const auto part = std::span(terms[t]).subspan(begin + at, length);
+            stacked.insert(stacked.end(), part.begin(), part.end());
           }
           sum.add_pieces(b, at, length, stacked, 0);
         }
@@ -454,7 +455,7 @@ TEST_CASE("allreduce_grid, fixed grids: any split, order and pieces give the gri
     const std::vector<int> powers = fixed_powers(terms, extra);
     const std::vector<float> reference = fixed_result(terms, powers, facts);
     std::mt19937 order_rng(static_cast<std::uint32_t>(me + 7 * extra));
-    for (int how = 0; how < 5; ++how)
+    for (int how = 0; how < 6; ++how)
       for (int kind = 0; kind < 2; ++kind) {
         std::vector<std::size_t> mine;
         for (std::size_t t = 0; t < terms.size(); ++t)

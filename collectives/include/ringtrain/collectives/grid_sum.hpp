@@ -138,7 +138,7 @@ class GridSum {
   // terms add to them. Every term covers the whole block, and each element's piece of term 0
   // comes before its pieces of other terms (terms in pieces let a layer round them while
   // they are in cache; with several terms' pieces at once, each element's word is loaded and
-  // stored once while all of them are added). add_block and add_written on a fixed block add
+  // stored once for every eight of them). add_block and add_written on a fixed block add
   // a whole term this way.
   void add_pieces(std::size_t block, std::size_t offset, std::size_t length,
                   std::span<const float> pieces, std::int64_t first_term);
