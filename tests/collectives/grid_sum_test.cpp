@@ -299,7 +299,8 @@ TEST_CASE("allreduce_grid: a NaN or Inf on one rank makes every rank's sum NaN")
   Facts facts;
   const Communicator comm;
   const int N = comm.size(), me = comm.rank();
-  // Block 1 has eight elements for the vector loop of a fixed grid; the bad term is its fourth.
+  // Block 1 has 11 elements (eight for the vector loop of a fixed grid, a tail of three); the
+  // bad term is its fourth, in a vector lane.
   const std::vector<std::size_t> sizes{2, 11};
   GridSum sum(sizes);
   for (bool fixed : {false, true})
