@@ -71,13 +71,19 @@ Cut cut_of(Op op, int m, int n, int threads) {
   return {false, kColumnUnit, n};
 }
 
-// Threads a product takes: at most `threads` and one unit each, and no more than one per
-// kMinFlopsPerPart of work (waking a thread costs microseconds).
-int parts_of(const Cut& cut, int m, int n, int k, int threads) {
-  constexpr double kMinFlopsPerPart = 4e6;
+// Work that pays for a product's thread (waking one costs microseconds).
+constexpr double kMinFlopsPerPart = 4e6;
+
+// Threads an m x n x k product has work for: one per kMinFlopsPerPart, at least one.
+int threads_for_work(int m, int n, int k) {
   const double flops = 2.0 * m * n * k;
-  const int by_work = std::max(1, static_cast<int>(flops / kMinFlopsPerPart));
-  return std::max(1, std::min({threads, cut.units(), by_work}));
+  return static_cast<int>(std::clamp(flops / kMinFlopsPerPart, 1.0, 1024.0));
+}
+
+// Threads a product takes on the own kernels: at most `threads`, one unit each, and no more
+// than it has work for.
+int parts_of(const Cut& cut, int m, int n, int k, int threads) {
+  return std::max(1, std::min({threads, cut.units(), threads_for_work(m, n, k)}));
 }
 
 Block block_of(const Cut& cut, int part, int parts, int m, int n) {
@@ -141,9 +147,12 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
   }
   // Under kOwn the rest runs on OpenBLAS single-threaded: its threaded products are not
   // bitwise those of one thread (dx = dy·W at 128 x 1024 x 1024 differs), and under kOwn no
-  // bit depends on the thread count.
-  std::optional<ScopedThreads> one_thread;
-  if (own) one_thread.emplace(1);
+  // bit depends on the thread count. Otherwise OpenBLAS takes no more threads than the
+  // product has work for: on the mlp's 10-class layer, two were slower than one
+  // (bench/README-gemm.md, "Small products on one thread").
+  const int useful = own ? 1 : threads_for_work(m, n, k);
+  std::optional<ScopedThreads> fewer;
+  if (useful < threads()) fewer.emplace(useful);
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
@@ -268,7 +277,12 @@ Kernels kernels() {
 std::string kernels_report() {
   const int t = threads();
   const std::string on = t == 1 ? "one thread" : std::to_string(t) + " threads";
-  if (kernels() == Kernels::kOpenBlas) return "products: OpenBLAS on " + on;
+  if (kernels() == Kernels::kOpenBlas)
+    return "products: OpenBLAS on " + on +
+           (t == 1 ? ""
+                   : ", a product on at most one per " +
+                         std::to_string(static_cast<int>(kMinFlopsPerPart / 1e6)) +
+                         " MFLOP of its work");
   return std::string("products: ringtrain's ") + own::isa_name() + " kernels on " + on +
          " for Linear layers' y = x·Wᵀ (48-256 samples per rank), dW = dyᵀ·x (48-128) and "
          "dx = dy·W (dx up to 128 x 1024 floats), the same bits at any thread count; "
