@@ -12,7 +12,7 @@ ratio B / A:
 Per run: the median over metrics.jsonl windows (the first, cold one left out) of samples/s,
 compute_s and comm_s of rank 0.
 
-  /usr/bin/python3 bench/ab_train.py --a /tmp/ringtrain-old --b build/ringtrain [--rounds 10]
+  /usr/bin/python3 bench/ab_train.py --a OLD/ringtrain --b build/ringtrain [--rounds 10]
       [--ranks 2] [--flags "--model mlp --steps 400 --log-every 50 --zero 1 --overlap off"]
       [--a-flags "--gemm openblas" --b-flags "--gemm own"]
 
@@ -23,7 +23,7 @@ one layer's kernels shows there even when the whole step's samples/s drowns it i
 the "evaluation" row is then one evaluation's time divided by K (ms per step).
 
 --a-flags and --b-flags are added to one side's command only: with --a and --b the same
-build, they compare two settings of one build. Copy build A somewhere first (cp build/ringtrain /tmp/ringtrain-old) before rebuilding B.
+build, they compare two settings of one build. Copy build A somewhere first (OLD=$(mktemp -d); cp build/ringtrain "$OLD"/) before rebuilding B.
 A benchmark program, not a test: every figure comes from this invocation.
 """
 import argparse

@@ -27,7 +27,7 @@ Per network it prints the configured rate, what TCP can carry over it (rate x 14
 TCP payload of a 1514-byte Ethernet frame, which tbf counts), the bare-TCP stream, the ring's
 fitted alpha (smallest sizes) and B (largest sizes), and B relative to both.
 
-    /work/tools-dev/machine bench /usr/bin/python3 bench/cluster_bench.py \\
+    /usr/bin/python3 bench/cluster_bench.py \\
         --networks 1gbit,2gbit,5gbit,none --train --json bench/results/cluster-<date>.json
 
 Needs root (namespaces); others using the machine are measured (cores busy besides ours)

@@ -23,7 +23,7 @@ of medians, with the targets (bench/README-dp.md) and PASS/MISS. From metrics.js
 reports compute_s and comm_s per step (rank 0's view; comm_s is the time spent in the
 gradient all-reduce, including waiting for the other rank), over the timed repeats.
 
-Other engineers share this 2-core machine. Before each run the driver waits (up to
+Other processes may share the machine. Before each run the driver waits (up to
 --wait-quiet s) until the rest of the machine uses under --max-others cores; during the run it
 measures what others used (/proc/stat busy time minus our children's CPU time) and re-runs a
 disturbed run up to --retries times, keeping the least disturbed attempt. Every kept run's

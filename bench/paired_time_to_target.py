@@ -1,7 +1,6 @@
 #!/usr/bin/python3
 """Time to target of two variants of one recipe, seed by seed: fp32 against bf16 on the wire
-(--compare wire, issue #31), or sum-scaled against --reduction exact (--compare reduction,
-issue #32).
+(--compare wire), or sum-scaled against --reduction exact (--compare reduction).
 
 For each seed, two runs of the mlp on Fashion-MNIST at N=2 (SGD momentum 0.9, lr 0.05,
 global batch 128, the defaults), alternating which goes first, each for a fixed number of
@@ -20,7 +19,8 @@ sum, see framework/train/exact_step.hpp).
 Printed: one line per run, then per variant the median [min-max] of steps to target and of
 the final accuracy, and the checks: the second variant's median of steps to target lies
 within the first's range, and its final accuracy >= --final (default 0.883) for the median
-and for every seed (for --compare wire, the checks of issue #31).
+and for every seed (for --compare wire, the checks of bench/README-cluster.md, "bf16 on the wire: time to
+target").
 
   /usr/bin/python3 bench/paired_time_to_target.py [--compare wire|reduction]
       [--seeds 0,...,6] [--epochs 15] [--json FILE]

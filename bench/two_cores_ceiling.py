@@ -11,7 +11,7 @@ scheduling of the two vCPUs) and never wait for each other. Per round, order rot
 
 and per round the ratios
   ceiling  = (samples/s of the pair's two processes, summed) / alone
-  scaling  = threads / alone        (what issue 33 asks to be >= 1.8)
+  scaling  = threads / alone        (the target is >= 1.8)
   of which = scaling / ceiling      (how much of the machine's ceiling the threads reach)
 
 samples/s of a run: the median of its logged windows after the first (metrics.jsonl).

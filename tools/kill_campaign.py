@@ -62,6 +62,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -236,7 +237,8 @@ def main(argv):
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--work-dir", help="where trial directories go (default /tmp/kill_campaign-<seed>-<time>)")
+    p.add_argument("--work-dir", help="where trial directories go (default: kill_campaign-<seed>-<time> "
+                                      "in the system's temporary folder, $TMPDIR if set)")
     p.add_argument("--keep-all", action="store_true", help="keep passing trial directories too")
     p.add_argument("--ringtrain", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                        "..", "build", "ringtrain"))
@@ -255,8 +257,8 @@ def main(argv):
     ringtrain = os.path.abspath(o.ringtrain)
     if not os.access(ringtrain, os.X_OK):
         p.error("no ringtrain executable at %s (build it: cmake --build build --target ringtrain)" % ringtrain)
-    work = os.path.abspath(o.work_dir or "/tmp/kill_campaign-%d-%s" % (
-        o.seed, datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    default_work = "kill_campaign-%d-%s" % (o.seed, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    work = os.path.abspath(o.work_dir or os.path.join(tempfile.gettempdir(), default_work))
     os.makedirs(work, exist_ok=True)
     args = train_args(o.log_every, o.checkpoint_async)
     base = [o.mpiexec, "-n", str(o.ranks), ringtrain, "train"] + args

@@ -23,8 +23,8 @@ printed next to C with the bandwidth it implies.
   /usr/bin/python3 bench/checkpoint/save_blocking.py [--ringtrain build/ringtrain]
       [--models mlp,cnn] [--ranks 2] [--mtbf 3600,21600] [--json FILE]
 
-Benchmarks are programs, not timed tests; run it alone on the machine
-(/work/tools-dev/machine bench ...).
+Benchmarks are programs, not timed tests; run it alone on the machine (nothing else
+running).
 """
 import argparse
 import datetime
