@@ -14,6 +14,9 @@
 #   a rank killed (SIGKILL) -> requeued as a failure; at MAX_RESTARTS -> exit 1, no requeue
 #   ranks that print "done:" and then hang (as in MPI_Finalize) -> ended after
 #     FINALIZE_GRACE_S, counted as finished, not requeued
+#   srun gets the job's CPUs per task (SRUN_CPUS_PER_TASK: srun no longer reads
+#     SLURM_CPUS_PER_TASK since 22.05); hydra's srun does not (its proxy holds a node's ranks)
+#   no ringtrain on PATH, or DATA missing -> one line, exit 2, not requeued
 set -u
 template=$1 ringtrain=$2 mpiexec=$3 launch=$4
 # Each attempt runs in its own session, so that a failing check ends the whole job (the
@@ -27,7 +30,7 @@ mkdir bin
 cat >bin/srun <<SRUN
 #!/usr/bin/env bash
 # fake srun: options up to the program, then --mpi=pmi2 -> all ranks, else one task (a proxy)
-pmi2=0
+pmi2=0 cpus=\${SRUN_CPUS_PER_TASK:-unset}
 while [[ \$# -gt 0 && \$1 == -* ]]; do
   case \$1 in
     --mpi=pmi2) pmi2=1; shift ;;
@@ -35,7 +38,7 @@ while [[ \$# -gt 0 && \$1 == -* ]]; do
     *) shift ;;
   esac
 done
-echo "srun pmi2=\$pmi2 \$*" >>"$work/srun.calls"
+echo "srun pmi2=\$pmi2 cpus=\$cpus \$*" >>"$work/srun.calls"
 # all ranks on this one node (hydra's fork launcher, in place of slurmstepd + pmi2 plugin)
 if ((pmi2)); then exec "$mpiexec" -launcher fork -n "\$SLURM_NTASKS" "\$@"; fi
 # one task of a one-node step: what srun tells it about its place
@@ -49,6 +52,8 @@ node=$(hostname)
 export SLURM_SUBMIT_DIR=$work SLURM_JOB_NODELIST=$node SLURM_NODELIST=$node
 export SLURM_TASKS_PER_NODE=2 SLURM_JOB_NUM_NODES=1
 unset SLURM_RESTART_COUNT
+# a value left in the environment, which the template must not pass to hydra's srun
+[[ $launch == mpiexec ]] && export SRUN_CPUS_PER_TASK=1
 args=(--mlp-hidden 64 --global-batch 32 --no-eval --log-every 5)
 
 setsid bash "$template" "${args[@]}" --steps 1000000 >batch-0.out 2>&1 &
@@ -68,9 +73,11 @@ step=$(grep -o 'stopped by a signal at step [0-9]*' "$log0" | grep -o '[0-9]*$')
 [[ -n $step ]] || fail "attempt 0: the ranks did not report 'stopped by a signal'"
 grep -q "scontrol requeue 4242" scontrol.calls 2>/dev/null || fail "attempt 0 was not requeued"
 if [[ $launch == srun ]]; then
-  grep -q "srun pmi2=1" srun.calls || fail "the ranks were not started with srun --mpi=pmi2"
+  grep -q "srun pmi2=1 cpus=1 " srun.calls ||
+    fail "the ranks were not started with srun --mpi=pmi2 and SRUN_CPUS_PER_TASK=1"
 else
-  grep -q "srun pmi2=0 .*hydra_pmi_proxy" srun.calls || fail "mpiexec did not launch through srun"
+  grep -q "srun pmi2=0 cpus=unset .*hydra_pmi_proxy" srun.calls ||
+    fail "mpiexec did not launch through srun, or its srun had SRUN_CPUS_PER_TASK"
 fi
 
 total=$((step + 20))
@@ -98,6 +105,17 @@ RUN_DIR=$work/crash SLURM_RESTART_COUNT=3 MAX_RESTARTS=3 bash "$template" "${arg
   "${kill_args[@]}" >batch-last.out 2>&1 && fail "a failed last attempt exited 0"
 grep -q "not requeueing" batch-last.out || fail "the last attempt did not say it gives up"
 [[ $(grep -c requeue scontrol.calls) == 2 ]] || fail "the last attempt requeued the job"
+calls=$(wc -l <srun.calls)
+RUN_DIR=$work/setup RINGTRAIN=no-such-ringtrain bash "$template" >batch-noprog.out 2>&1
+if [[ $? != 2 ]] || ! grep -q "'no-such-ringtrain' is not found .*cmake --install" batch-noprog.out; then
+  fail "a missing ringtrain did not end the job with one line and exit code 2"
+fi
+RUN_DIR=$work/setup DATA=$work/no-such-data bash "$template" >batch-nodata.out 2>&1
+if [[ $? != 2 ]] || ! grep -q "DATA=$work/no-such-data does not exist" batch-nodata.out; then
+  fail "missing DATA did not end the job with one line and exit code 2"
+fi
+[[ $(grep -c requeue scontrol.calls) == 2 && $(wc -l <srun.calls) == "$calls" ]] ||
+  fail "a job without program or data started ranks or was requeued"
 # A finished run whose ranks never exit: a stand-in ringtrain that prints the last line
 # and then sleeps, as a rank stuck in MPI_Finalize would.
 printf '#!/bin/sh\necho "done: 5 steps in 0.1 s"\nexec sleep 600\n' >bin/hang-at-exit
