@@ -2,9 +2,12 @@
 # Runs the same short trainings with two builds of ringtrain and says, per run, whether they
 # end bitwise equal: the final checkpoint's /model and /optimizer (h5diff without tolerance)
 # and every parameter hash in metrics.jsonl. For refactors that must not change a bit.
-#   tools/compare_builds.sh OLD/ringtrain NEW/ringtrain [OUT_DIR]
+# Usage: tools/compare_builds.sh OLD/ringtrain NEW/ringtrain [OUT_DIR]
+# (MPIEXEC: the launcher, default mpiexec.mpich; OUT_DIR: default a new temporary folder.)
 # Exit status 1 if any run differs or fails.
 set -euo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+[[ $# -ge 2 ]] || { echo "usage: tools/compare_builds.sh OLD/ringtrain NEW/ringtrain [OUT_DIR] (see --help)" >&2; exit 2; }
 old=$1 new=$2 out=${3:-$(mktemp -d)}
 mpiexec=${MPIEXEC:-mpiexec.mpich}
 mkdir -p "$out"
