@@ -5,8 +5,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 
 namespace ringtrain::cli {
 
@@ -15,7 +15,9 @@ using Runner = std::function<int()>;
 
 // Each registers its subcommand (and flags) on `parent` and stores in `run` the function
 // main calls when that subcommand was chosen.
-void add_train(CLI::App& app, Runner& run);
+// `on_results`, if given, receives the run's results (the manifest's "results") on every rank.
+void add_train(CLI::App& app, Runner& run,
+               const std::function<void(const nlohmann::json&)>& on_results = {});
 // `ringtrain inspect FILE [--verify] [--compare OTHER --rtol R]` (inspect_command.cpp)
 void add_inspect(CLI::App& app, Runner& run);
 // `ringtrain eval CHECKPOINT --data PATH [--predictions OUT.npy]` (eval_command.cpp): the

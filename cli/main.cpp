@@ -4,20 +4,16 @@
 //   1  failure agreed by all ranks (bad data, diverged replicas, failed checkpoint)
 //   a rank that fails alone prints its message with its rank and aborts the whole job
 //   (MPI_Abort), since the others would otherwise wait for it forever.
-#include <CLI/CLI.hpp>
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "commands.hpp"
-#include "config_file.hpp"
+#include "command_line.hpp"
 #include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/blas.hpp"
-#include "ringtrain/framework/error.hpp"
 
 int main(int argc, char** argv) {
   // A contained checkpoint reader (a child this program started to parse one file with
@@ -41,53 +37,17 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const bool leader = rank == 0;
 
-  CLI::App app{
-      "ringtrain: synchronous data-parallel training on CPUs over MPI.\n"
-      "Run under mpiexec (mpiexec -n 2 ringtrain train) or alone (one rank)."};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", RINGTRAIN_VERSION);
-  ringtrain::cli::Runner run;
-  ringtrain::cli::add_train(app, run);
-  ringtrain::cli::add_inspect(app, run);
-  ringtrain::cli::add_eval(app, run);
-  ringtrain::cli::add_model(app, run, leader);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks that print ratios against a peer");
-  bench->require_subcommand(1);
-  ringtrain::cli::add_bench_allreduce(*bench, run);
-
-  try {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    args.insert(args.begin(), argv[0]);
-    args = ringtrain::cli::expand_config_files(args, app);
-    args.erase(args.begin());                // CLI11 takes the arguments without argv[0],
-    std::reverse(args.begin(), args.end());  // last one first
-    app.parse(args);
-  } catch (const ringtrain::UsageError& e) {
-    if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-    return 2;
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help, --version
-      if (leader) app.exit(e);
-      return 0;
-    }
-    if (leader) std::fprintf(stderr, "ringtrain: error: %s (see 'ringtrain --help')\n", e.what());
-    return 2;
-  }
-
-  try {
-    return run();
-  } catch (const ringtrain::UsageError& e) {
-    if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-    return 2;
-  } catch (const ringtrain::AgreedError& e) {
-    if (leader) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringtrain: rank %d of %d: error: %s\n", rank, size, e.what());
+  const ringtrain::cli::Outcome outcome =
+      ringtrain::cli::run_command_line(std::vector<std::string>(argv + 1, argv + argc));
+  using Scope = ringtrain::cli::Outcome::Scope;
+  if (outcome.scope == Scope::kAgreed && !outcome.message.empty() && rank == 0)
+    std::fprintf(stderr, "ringtrain: error: %s\n", outcome.message.c_str());
+  if (outcome.scope == Scope::kRank) {
+    std::fprintf(stderr, "ringtrain: rank %d of %d: error: %s\n", rank, size,
+                 outcome.message.c_str());
     std::fflush(stderr);
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
   }
+  return outcome.exit_code;
 }

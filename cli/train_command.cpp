@@ -74,7 +74,8 @@ models::ModelSpec agreed_model_spec(const collectives::Communicator& comm,
 
 }  // namespace
 
-void add_train(CLI::App& app, Runner& run) {
+void add_train(CLI::App& app, Runner& run,
+               const std::function<void(const nlohmann::json&)>& on_results) {
   auto config = std::make_shared<TrainConfig>();
   CLI::App* train =
       app.add_subcommand("train", "train a model on Fashion-MNIST or your own data (--data)");
@@ -108,8 +109,8 @@ void add_train(CLI::App& app, Runner& run) {
   train->add_option("--test-pause-step", f.pause_step)->group("");
   train->add_option("--test-pause-file", f.pause_file)->group("");
 
-  train->callback([&run, config, faults] {
-    run = [config, faults]() -> int {
+  train->callback([&run, config, faults, on_results] {
+    run = [config, faults, on_results]() -> int {
       collectives::Communicator comm;
       const models::ModelSpec spec = agreed_model_spec(comm, *config);
       // The model fits the data's sample shape and classes (or regression targets), known
@@ -129,7 +130,8 @@ void add_train(CLI::App& app, Runner& run) {
         MPI_Abort(MPI_COMM_WORLD, 3);
       });
       trainer.set_fault_injector(make_scripted_faults(*faults));
-      trainer.run();
+      const TrainResults results = trainer.run();
+      if (on_results) on_results(results.to_json());
       return 0;
     };
   });
