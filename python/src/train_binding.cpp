@@ -1,0 +1,78 @@
+// ringtrain._train(flags): `ringtrain train FLAGS...` in this process, through the very
+// function the program's main runs (cli/command_line.hpp), with MPI already owned by the
+// module. The package's train(**options) turns keywords into these flags.
+//
+// Outcomes, as the program's exit codes (main.cpp):
+//   success     the run's results (the manifest's "results"), on every rank
+//   exit 2      UsageError with the program's one line, raised on every rank alike
+//   exit 1      ringtrain.Error with the program's one line, on every rank alike
+//   one rank    fails alone: under N > 1 the others would wait for it forever, so, as the
+//               program does, it prints "ringtrain: rank R of N: error: ..." and aborts the
+//               job (MPI_Abort); alone (N = 1) it raises ringtrain.Error.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "bindings.hpp"
+#include "command_line.hpp"
+#include "errors.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "session.hpp"
+
+namespace ringtrain::python {
+
+namespace {
+
+// SIGXFSZ ignored while a run writes (as the program does): a file size limit then fails a
+// save instead of killing the interpreter. The previous action comes back afterwards.
+class IgnoreFileSizeSignal {
+ public:
+  IgnoreFileSizeSignal() { previous_ = std::signal(SIGXFSZ, SIG_IGN); }
+  ~IgnoreFileSizeSignal() { std::signal(SIGXFSZ, previous_); }
+  IgnoreFileSizeSignal(const IgnoreFileSizeSignal&) = delete;
+  IgnoreFileSizeSignal& operator=(const IgnoreFileSizeSignal&) = delete;
+
+ private:
+  void (*previous_)(int) = SIG_DFL;
+};
+
+py::object train(const std::vector<std::string>& flags) {
+  ensure_mpi();
+  ensure_contained_reader();  // --resume reads checkpoints from outside the run
+  std::vector<std::string> args{"train"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::string results;
+  cli::Outcome outcome;
+  {
+    IgnoreFileSizeSignal ignore;
+    std::fflush(stdout);
+    outcome = cli::run_command_line(args, [&](const nlohmann::json& r) { results = r.dump(); });
+    std::fflush(stdout);
+  }
+  using Scope = cli::Outcome::Scope;
+  if (outcome.scope == Scope::kRank) {
+    const auto& c = world()->comm();
+    if (c.size() > 1) {
+      std::fprintf(stderr, "ringtrain: rank %d of %d: error: %s\n", c.rank(), c.size(),
+                   outcome.message.c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    throw Error(outcome.message);
+  }
+  if (outcome.exit_code == 2) throw UsageError(outcome.message);
+  if (outcome.exit_code != 0) throw Error(outcome.message);
+  if (results.empty()) return py::none();  // --help
+  return py::module_::import("json").attr("loads")(results);
+}
+
+}  // namespace
+
+void bind_train(py::module_& m) {
+  m.def("_train", &train, py::arg("flags"),
+        "`ringtrain train FLAGS...` in this process (use ringtrain.train(**options)).");
+}
+
+}  // namespace ringtrain::python
