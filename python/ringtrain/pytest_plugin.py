@@ -37,6 +37,7 @@ def gather_text(comm, text):
     return [bytes(rows[r, :lengths[r]]).decode("utf-8", "replace") for r in range(comm.size)]
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's terminal reporter exists
 def pytest_configure(config):
     comm = mpi.world()
     config.stash[_COMM] = comm
@@ -65,8 +66,8 @@ def pytest_runtest_makereport(item, call):
     comm = item.config.stash[_COMM]
     mine = report.longreprtext if report.failed else ""
     if report.failed and comm.rank != 0:
-        first = mine.strip().splitlines()[-1] if mine.strip() else "failed"
-        sys.stderr.write(f"rank {comm.rank}: {item.nodeid} ({call.when}) failed: {first}\n")
+        first = call.excinfo.exconly().splitlines()[0] if call.excinfo else "failed"
+        sys.stderr.write(f"\nrank {comm.rank}: {item.nodeid} ({call.when}) failed: {first}\n")
         sys.stderr.flush()
     texts = gather_text(comm, "F" + mine if report.failed else "P")
     failed = [(r, t[1:]) for r, t in enumerate(texts) if t.startswith("F")]

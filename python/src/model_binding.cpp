@@ -50,6 +50,9 @@ class Model {
   }
 
   Sequential& net() { return *net_; }
+  // The key of the model's randomness (dropout: (seed, sample id, layer)), as --seed.
+  std::uint64_t seed() const { return seed_; }
+  void set_seed(std::uint64_t seed) { seed_ = seed; }
   std::size_t outputs() const { return num_elements(net_->output_shape()); }
 
   // x: (n, *input) -> n, checked.
@@ -259,6 +262,9 @@ void bind_model(py::module_& m) {
       .def(
           "summary", [](Model& model) { return model.net().summary(); },
           "The model as a table (as `ringtrain model` prints it).")
+      .def_property("seed", &Model::seed, &Model::set_seed,
+                    "The key of the model's randomness: dropout masks are drawn from (seed, "
+                    "sample id, layer), as `ringtrain train --seed` keys them.")
       .def_property_readonly("num_layers", [](Model& model) { return model.net().num_layers(); });
 }
 
