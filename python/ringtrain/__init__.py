@@ -82,10 +82,10 @@ def train(**options):
     exit 2) or Error (exit 1) with the program's one-line message, on every rank; a rank
     that fails alone aborts the job, as the program does.
     """
-    flags = []
+    flags = ["train"]
     for name, value in options.items():
         flags += _flag(name, value)
-    return _ringtrain._train(flags)
+    return _ringtrain._command(flags)
 
 
 __all__ = ["Error", "Model", "UsageError", "all_gather", "allreduce", "allreduce_exact",

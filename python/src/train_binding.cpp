@@ -1,9 +1,11 @@
-// ringtrain._train(flags): `ringtrain train FLAGS...` in this process, through the very
-// function the program's main runs (cli/command_line.hpp), with MPI already owned by the
-// module. The package's train(**options) turns keywords into these flags.
+// ringtrain._command(args): `ringtrain ARGS...` in this process, through the very function
+// the program's main runs (cli/command_line.hpp), with MPI already owned by the module. The
+// package's train(**options) turns keywords into `train` flags; bench/python_allreduce.py
+// runs `bench allreduce` this way, interleaved with its own timings.
 //
 // Outcomes, as the program's exit codes (main.cpp):
-//   success     the run's results (the manifest's "results"), on every rank
+//   success     `train`: the run's results (the manifest's "results"), on every rank;
+//               another subcommand: None
 //   exit 2      UsageError with the program's one line, raised on every rank alike
 //   exit 1      ringtrain.Error with the program's one line, on every rank alike
 //   one rank    fails alone: under N > 1 the others would wait for it forever, so, as the
@@ -38,11 +40,9 @@ class IgnoreFileSizeSignal {
   void (*previous_)(int) = SIG_DFL;
 };
 
-py::object train(const std::vector<std::string>& flags) {
+py::object command(const std::vector<std::string>& args) {
   ensure_mpi();
-  ensure_contained_reader();  // --resume reads checkpoints from outside the run
-  std::vector<std::string> args{"train"};
-  args.insert(args.end(), flags.begin(), flags.end());
+  ensure_contained_reader();  // --resume and inspect read checkpoints from outside a run
   std::string results;
   cli::Outcome outcome;
   {
@@ -64,15 +64,15 @@ py::object train(const std::vector<std::string>& flags) {
   }
   if (outcome.exit_code == 2) throw UsageError(outcome.message);
   if (outcome.exit_code != 0) throw Error(outcome.message);
-  if (results.empty()) return py::none();  // --help
+  if (results.empty()) return py::none();  // not `train`, or --help
   return py::module_::import("json").attr("loads")(results);
 }
 
 }  // namespace
 
 void bind_train(py::module_& m) {
-  m.def("_train", &train, py::arg("flags"),
-        "`ringtrain train FLAGS...` in this process (use ringtrain.train(**options)).");
+  m.def("_command", &command, py::arg("args"),
+        "`ringtrain ARGS...` in this process (for training use ringtrain.train(**options)).");
 }
 
 }  // namespace ringtrain::python

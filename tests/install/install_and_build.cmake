@@ -17,3 +17,10 @@ if(NOT last_output MATCHES "loss decreased")
 endif()
 set(ENV{PKG_CONFIG_PATH} ${WORK_DIR}/prefix/lib/pkgconfig)
 run(pkg-config --cflags --libs ringtrain)
+
+# The Python package, where the prefix's python3 looks, finds the installed reader.
+if(PYTHON_DIR)
+  set(ENV{PYTHONPATH} ${WORK_DIR}/prefix/${PYTHON_DIR})
+  run(/usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_python.py)
+  message(STATUS "python: ${last_output}")
+endif()
