@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists C++ functions longer than a limit, in the source folders of the modules.
 
-    tools/function_lengths.py [--limit 100] [DIR ...]     (default: the modules' src/ folders and cli/)
+    tools/function_lengths.py [--limit 100] [DIR ...]     (default: the modules' src/ folders, cli/ and python/src/)
 
 A function's length is the number of lines from its opening brace to its closing brace.
 The scan is lexical: comments, string and character literals are blanked, then braces are
@@ -15,7 +15,7 @@ import pathlib
 import re
 import sys
 
-DEFAULT_DIRS = ["framework/src", "collectives/src", "checkpoint/src", "models/src", "cli"]
+DEFAULT_DIRS = ["framework/src", "collectives/src", "checkpoint/src", "models/src", "cli", "python/src"]
 CONTAINER = re.compile(r"\b(namespace|class|struct|union|enum)\b[^()]*$|extern\s*\"C\"\s*$")
 
 
