@@ -15,7 +15,8 @@ ringtrain.mpi_allreduce alternate (which goes first alternates too); a sample is
 one untimed call and the batch, its time per call the slowest rank's; a size's time is the
 median of its samples. Pairs are seconds apart, so a shared machine's load shifts both
 sides of a ratio alike. Rank 0 prints, per size, the medians over rounds and the paired
-ratios Python ring / C++ ring and Python ring / Python MPI_Allreduce (median [min, max]).
+ratios Python ring / C++ ring and Python ring / Python MPI_Allreduce (median [min, max]),
+and the C++ benchmark's own ring / MPI_Allreduce of the same rounds for comparison.
 """
 
 import argparse
@@ -101,17 +102,19 @@ def table(rounds, N):
     print(f"allreduce at N = {N}: medians over {len(rounds)} paired rounds (each a size's median "
           "of its samples); ratios per round, median [min, max]")
     print(f"{'size':>7} {'C++ ring ms':>12} {'Py ring ms':>11} {'Py MPI ms':>10} "
-          f"{'Py ring / C++ ring':>22} {'Py ring / Py MPI':>22}")
+          f"{'Py ring / C++ ring':>22} {'Py ring / Py MPI':>22} {'C++ ring / C++ MPI':>22}")
     for size in SIZES:
         cpp = [r[size]["cpp"] for r in rounds]
         ring = [r[size]["ring"] for r in rounds]
         mpi = [r[size]["mpi"] for r in rounds]
         binding = [p / c for p, c in zip(ring, cpp)]
         peer = [p / m for p, m in zip(ring, mpi)]
+        cpp_peer = [r[size]["cpp"] / r[size]["cpp_mpi"] for r in rounds]
         print(f"{size // MIB:>5} M {statistics.median(cpp) * 1e3:>12.3f} "
               f"{statistics.median(ring) * 1e3:>11.3f} {statistics.median(mpi) * 1e3:>10.3f} "
               f"{statistics.median(binding):>8.3f} [{min(binding):.3f}, {max(binding):.3f}] "
-              f"{statistics.median(peer):>8.3f} [{min(peer):.3f}, {max(peer):.3f}]")
+              f"{statistics.median(peer):>8.3f} [{min(peer):.3f}, {max(peer):.3f}] "
+              f"{statistics.median(cpp_peer):>8.3f} [{min(cpp_peer):.3f}, {max(cpp_peer):.3f}]")
 
 
 def run(rounds_wanted):
@@ -131,6 +134,7 @@ def run(rounds_wanted):
                 if not python_first:
                     round_[size] = time_size(comm, buffer[:size // 4])
                 round_[size]["cpp"] = cpp.get("ring")
+                round_[size]["cpp_mpi"] = cpp.get("mpi")
             rounds.append(round_)
             if comm.rank == 0:
                 print(f"round {i + 1} of {rounds_wanted} done", file=sys.stderr, flush=True)

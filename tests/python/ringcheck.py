@@ -38,9 +38,14 @@ def agree(ok, message=""):
 
 def clean_env():
     """The environment for a program started from a rank: without the launcher's variables,
-    so a ringtrain or mpiexec started here is a job of its own."""
+    so a ringtrain or mpiexec started here is a job of its own. RINGTRAIN_BLAS_CORETYPE=keep:
+    the program keeps the OpenBLAS kernels the library chose, as this interpreter (whose
+    NumPy loaded OpenBLAS before ringtrain) must, so both compute with the same kernels on any
+    CPU."""
     prefixes = ("PMI_", "PMIX_", "HYDI_", "HYDRA_", "MPIR_", "MPI_LOCAL")
-    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env["RINGTRAIN_BLAS_CORETYPE"] = "keep"
+    return env
 
 
 def ringtrain_program():
