@@ -1,5 +1,8 @@
 """checkpoint.load and verify: the same values as h5py reads, and every crafted file refused
-with a CheckpointError naming it; a file that crashes libhdf5 crashes the reader child only."""
+with a CheckpointError naming it: byte-level damage to a sealed file (the seal), and
+structural defects in an unsealed copy that h5py edits (links, layouts, dtypes, checksums,
+attributes, groups, external storage: the reader's own checks). A file that crashes libhdf5
+crashes the reader child only."""
 
 import os
 import shutil
@@ -96,6 +99,80 @@ def test_crafted_files_raise_checkpoint_error_naming_the_file(saved, tmp_path, c
             call(str(bad))
         assert str(error.value).startswith(str(bad)), str(error.value)
         assert isinstance(error.value, ringtrain.Error)
+
+
+WEIGHT = "layers.0.linear|weight"
+
+
+def unsealed_copy(source, path):
+    """The checkpoint as an unsealed version-1 file (as older builds wrote them), rewritten by
+    h5py: a file whose structure can be edited below, which the seal would refuse first."""
+    with h5py.File(source, "r") as s, h5py.File(path, "w", libver=("v108", "v108")) as d:
+        for key, value in s.attrs.items():
+            d.attrs[key] = value
+        d.attrs["version"] = np.int32(1)
+        for group in s:
+            s.copy(s[group], d, name=group)
+
+
+def replace_weight(f, data, **options):
+    """The weight dataset replaced by `data` (h5py's options), its xxh3 attribute kept."""
+    checksum = f["model"][WEIGHT].attrs["xxh3"]
+    del f["model"][WEIGHT]
+    f["model"].create_dataset(WEIGHT, data=data, **options)
+    f["model"][WEIGHT].attrs["xxh3"] = checksum
+
+
+def external_weight(f):
+    shape = f["model"][WEIGHT].shape
+    checksum = f["model"][WEIGHT].attrs["xxh3"]
+    f["model"][WEIGHT][()].tofile(os.path.join(os.path.dirname(f.filename), "outside.bin"))
+    del f["model"][WEIGHT]
+    f["model"].create_dataset(WEIGHT, shape=shape, dtype=np.float32,
+                              external=[("outside.bin", 0, h5py.h5f.UNLIMITED)])
+    f["model"][WEIGHT].attrs["xxh3"] = checksum
+
+
+# Structural defects, each with the words of the reason the reader gives.
+STRUCTURAL = {
+    "a soft link": (lambda f: f["model"].__setitem__("x", h5py.SoftLink("/model/" + WEIGHT)),
+                    "soft link"),
+    "a second hard link": (lambda f: f["model"].__setitem__("x", f["model"][WEIGHT]), "2 hard links"),
+    "chunked and compressed": (lambda f: replace_weight(f, f["model"][WEIGHT][()], chunks=True,
+                                                        compression="gzip"), "chunked layout"),
+    "float64 weights": (lambda f: replace_weight(f, f["model"][WEIGHT][()].astype(np.float64)),
+                        "float64 must be a scalar"),
+    "data changed, checksum kept": (lambda f: replace_weight(f, f["model"][WEIGHT][()] + 1),
+                                    "checksum mismatch"),
+    "an entry without checksum": (lambda f: f["model"].create_dataset("y", data=np.zeros(3, np.float32)),
+                                  "missing xxh3"),
+    "another format name": (lambda f: f.attrs.__setitem__("format", "other"), "'format'"),
+    "format version 99": (lambda f: f.attrs.__setitem__("version", np.int32(99)), "format version 99"),
+    "a missing group": (lambda f: f.__delitem__("rng"), "missing group /rng"),
+    "external storage": (external_weight, "external storage is refused"),
+}
+
+
+def test_an_unsealed_copy_is_read_like_the_original(saved, tmp_path):
+    copy = tmp_path / "v1.h5"
+    unsealed_copy(saved, copy)
+    ours, theirs = ringtrain.checkpoint.load(str(copy)), ringtrain.checkpoint.load(str(saved))
+    assert not ringtrain.checkpoint.verify(str(copy))["sealed"]
+    for name, value in theirs["model"].items():
+        assert np.array_equal(ours["model"][name], value), name
+
+
+@pytest.mark.parametrize("case", sorted(STRUCTURAL))
+def test_structural_defects_are_refused_with_their_reason(saved, tmp_path, case):
+    bad = tmp_path / "bad.h5"
+    unsealed_copy(saved, bad)
+    edit, reason = STRUCTURAL[case]
+    with h5py.File(bad, "r+") as f:
+        edit(f)
+    for call in (ringtrain.checkpoint.load, ringtrain.checkpoint.verify):
+        with pytest.raises(CheckpointError) as error:
+            call(str(bad))
+        assert str(error.value).startswith(str(bad)) and reason in str(error.value), str(error.value)
 
 
 def test_missing_file_and_wrong_key_are_refused(saved, tmp_path):
