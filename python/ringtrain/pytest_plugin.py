@@ -37,10 +37,20 @@ def gather_text(comm, text):
     return [bytes(rows[r, :lengths[r]]).decode("utf-8", "replace") for r in range(comm.size)]
 
 
+def _terminal_stderr(config):
+    """A file on the stderr pytest started with. During a test pytest's fd capture puts a
+    temporary file on fd 2, which a process ended by faulthandler never shows; its capture
+    keeps the original fd (pytest 7: targetfd_save), else fd 2 is all there is."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    err = getattr(getattr(capman, "_global_capturing", None), "err", None)
+    return os.fdopen(os.dup(getattr(err, "targetfd_save", 2)), "w")
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's terminal reporter exists
 def pytest_configure(config):
     comm = mpi.world()
     config.stash[_COMM] = comm
+    config.stash[_STDERR] = _terminal_stderr(config)
     if comm.rank != 0:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
@@ -48,12 +58,14 @@ def pytest_configure(config):
 
 
 _COMM = pytest.StashKey()
+_STDERR = pytest.StashKey()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     timeout = float(os.environ.get("RINGTRAIN_TEST_TIMEOUT", "120"))
-    faulthandler.dump_traceback_later(timeout, exit=True)
+    stderr = item.config.stash[_STDERR]
+    faulthandler.dump_traceback_later(timeout, exit=True, file=stderr)
     try:
         yield
     finally:
