@@ -18,11 +18,12 @@ The contract (names scripts and graders rely on; more may be added, none renamed
         the hand-written ring, in place on a C-contiguous float32 NumPy array (anything else
         is refused: no copy is made), returning the call's counters {rounds, bytes_sent,
         bytes_received}; the same bits as the C++ ring.   ringtrain.allreduce_exact(x, comm)
+        ringtrain.mpi_allreduce(x, comm): MPICH's MPI_Allreduce on the same array (the peer)
     ringtrain.Model(spec, input_shape, classes, seed=0): forward, loss_and_backward,
         parameters, gradients (dicts of NumPy views named as in checkpoints), load_state
     ringtrain.plan_buckets(layer_sizes, bucket_bytes), ringtrain.young_daly(C, mu),
         ringtrain.ring_cost(N, M, alpha, B), ringtrain.chunk(M, N, i),
-        ringtrain.epoch_permutation(seed, epoch, n)
+        ringtrain.epoch_permutation(seed, epoch, n), ringtrain.set_blas(threads, kernels)
     ringtrain.checkpoint.verify(path, key=None), ringtrain.checkpoint.load(path, key=None)
     ringtrain.run.open(run_dir): manifest, metrics, checkpoints, restart ledger
     ringtrain.train(**options): the same run as `ringtrain train`, flags as keywords
@@ -37,7 +38,7 @@ import sys as _sys
 from . import _ringtrain
 from ._ringtrain import (Error, Model, UsageError, all_gather, allreduce, allreduce_exact,
                          checkpoint, chunk, epoch_permutation, mpi, mpi_allreduce,
-                         plan_buckets, reduce_scatter, ring_cost, young_daly)
+                         plan_buckets, reduce_scatter, ring_cost, set_blas, young_daly)
 from . import run
 
 # `import ringtrain.mpi` and `import ringtrain.checkpoint` find the compiled submodules.
@@ -90,4 +91,4 @@ def train(**options):
 
 __all__ = ["Error", "Model", "UsageError", "all_gather", "allreduce", "allreduce_exact",
            "checkpoint", "chunk", "epoch_permutation", "mpi", "mpi_allreduce", "plan_buckets",
-           "reduce_scatter", "ring_cost", "run", "train", "young_daly"]
+           "reduce_scatter", "ring_cost", "run", "set_blas", "train", "young_daly"]

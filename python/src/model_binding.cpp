@@ -191,6 +191,10 @@ Model& of(const py::object& self) {
 }  // namespace
 
 void bind_model(py::module_& m) {
+  m.def("set_blas", &set_blas, py::arg("threads"), py::arg("kernels") = "auto",
+        "BLAS threads of this process and the kernel choice (auto, openblas, own), as "
+        "`ringtrain train --blas-threads --gemm` set them; by default cores per node / ranks per "
+        "node and auto. Results compare bitwise only under the same choice.");
   py::class_<Model>(
       m, "Model",
       "A model of ringtrain's models/: a built-in name (mlp, cnn, cnn-bn) or a spec file "

@@ -109,6 +109,7 @@ def test_gradients_equal_ringtrain_trains_first_step(spec, tmp_path):
     assert done.returncode == 0, done.stderr
     state = ringtrain.checkpoint.load(str(tmp_path / "run/checkpoints/step-00000001.h5"))
 
+    ringtrain.set_blas(1)  # as --blas-threads 1
     model = ringtrain.Model(spec, (5,), 3, seed=seed)
     x = np.load(data / "train_x.npy")
     y = np.load(data / "train_y.npy")
