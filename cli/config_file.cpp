@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/options.hpp"
 
@@ -25,7 +26,7 @@ std::vector<std::string> read_file(const std::string& path, CLI::App& sub) {
       throw UsageError(
           fmt::format("{}: unknown key '{}' (keys are the flag names of `ringtrain "
                       "{}`, see --help)",
-                      k.where, k.key, sub.get_name()));
+                      k.where, files::escaped(k.key), sub.get_name()));
     // A train option's value is checked here, where the message can say where it came from.
     if (const TrainOption* option = find_train_option(k.key); option && sub.get_name() == "train") {
       TrainConfig scratch;

@@ -10,12 +10,15 @@
 //      split the test samples as the trainer's evaluation does (evaluation.hpp)
 //   3. rank 0 prints the metric and writes OUT.npy (int64 classes of shape (n); for regression
 //      float32 outputs shaped as the test y, (n) or (n, k)) through a temporary file and a
-//      rename: nothing half-written stays behind
+//      rename (files/output.hpp): nothing half-written stays behind, and OUT.npy may not be a
+//      device, FIFO or directory, nor one of the command's inputs (the checkpoint, a data
+//      file, the key file): that is checked before anything is read
 // A defect of the checkpoint or the data, or data the model does not fit, is one line and
 // exit 2 on every rank (they agree first), with no predictions file.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,13 +30,13 @@
 #include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/small.hpp"
+#include "ringtrain/files/output.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/data/npy.hpp"
 #include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
 #include "ringtrain/framework/train/options.hpp"
-#include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 #include "ringtrain/models/registry.hpp"
 
@@ -200,6 +203,21 @@ void use_run_threads(const collectives::Communicator& comm, const TrainConfig& c
   blas::set_kernels(blas::resolve_kernels(name_of(config.gemm)));
 }
 
+// Every file the command reads: the checkpoint, the key file, the data path and, when it is a
+// folder, each file in it. --predictions may be none of them.
+std::vector<std::filesystem::path> inputs_of(const EvalArgs& args) {
+  std::vector<std::filesystem::path> inputs = {args.checkpoint};
+  if (const auto key = ck::key_file_in_use(args.key_file)) inputs.push_back(*key);
+  const std::filesystem::path data =
+      args.data.empty() ? data::default_data_dir() : std::filesystem::path(args.data);
+  inputs.push_back(data);
+  std::error_code ec;
+  if (std::filesystem::is_directory(data, ec))
+    for (const auto& entry : std::filesystem::directory_iterator(data, ec))
+      inputs.push_back(entry.path());
+  return inputs;
+}
+
 struct PredictionFile {
   Evaluation evaluation;
   Metric metric;
@@ -225,7 +243,7 @@ PredictionFile evaluate_and_write(const collectives::Communicator& comm, Sequent
   }
   agreed<AgreedError>(comm, [&] {
     if (comm.rank() == 0 && !args.predictions.empty())
-      write_file_atomically(args.predictions, bytes);
+      files::write_file_atomically(args.predictions, bytes, {.inputs = inputs_of(args)});
   });
   return {e, metric_for(test.regression())};
 }
@@ -237,6 +255,8 @@ int run_eval(const EvalArgs& args) {
   data::DataSplits data;
   std::unique_ptr<Sequential> model;
   agreed<UsageError>(comm, [&] {
+    // Before anything is read: an output that would replace a device or an input is refused.
+    if (!args.predictions.empty()) files::check_output(args.predictions, inputs_of(args));
     const std::optional<ck::MacKey> key = ck::MacKey::from_flag_or_environment(args.key_file);
     run = read_stored_run(args.checkpoint, key ? &*key : nullptr);
     data = data::load_data(args.data);

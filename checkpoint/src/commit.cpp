@@ -3,13 +3,23 @@
 // rename and of the directory after it; atomicity from rename(2) within one directory.
 #include "ringtrain/checkpoint/commit.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "posix_io.hpp"
 #include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
+#include "ringtrain/files/error.hpp"
+#include "ringtrain/files/escape.hpp"
+#include "ringtrain/files/input.hpp"
+#include "ringtrain/files/output.hpp"
+#include "seal.hpp"
 
 namespace ringtrain::checkpoint {
 namespace fs = std::filesystem;
@@ -40,9 +50,14 @@ auto guarded(const fs::path& path, const char* what, Operation&& operation) {
   }
 }
 
-void rename_or_throw(const fs::path& from, const fs::path& to) {
-  guarded(from, ("rename to " + to.filename().string() + " failed").c_str(),
-          [&] { fs::rename(from, to); });
+// files::FileError becomes CheckpointError naming the same path.
+template <typename Operation>
+auto as_checkpoint_error(Operation&& operation) {
+  try {
+    return operation();
+  } catch (const files::FileError& error) {
+    throw CheckpointError(error.path(), error.reason());
+  }
 }
 
 bool ends_with(std::string_view text, std::string_view suffix) {
@@ -61,6 +76,56 @@ std::string rejection(const fs::path& path, const CheckpointError& error) {
   const std::string prefix = path.string() + ": ";
   if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
   return path.filename().string() + ": " + text;
+}
+
+// A file as the kernel knows it: the same identity means the same bytes as when it was
+// verified (a rewrite changes the size or the modification time, a replacement the inode).
+using Identity = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t>;
+
+std::optional<Identity> identity_of(const fs::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+  return Identity{info.st_dev, info.st_ino, info.st_size, info.st_mtim.tv_sec,
+                  info.st_mtim.tv_nsec};
+}
+
+// The checkpoints this process committed or verified, so that retention reads each file
+// once per process, not at every save. Rank 0's training thread and writer thread both
+// prune (never at once), hence the mutex.
+class VerifiedFiles {
+ public:
+  void add(const fs::path& path) {
+    const auto id = identity_of(path);
+    const std::lock_guard lock(mutex_);
+    if (id) known_.insert(*id);
+  }
+  bool contains(const fs::path& path) const {
+    const auto id = identity_of(path);
+    const std::lock_guard lock(mutex_);
+    return id && known_.count(*id) > 0;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<Identity> known_;
+};
+
+VerifiedFiles& verified_files() {
+  static VerifiedFiles files;
+  return files;
+}
+
+// Throws CheckpointError unless `path` verifies: a sealed file by its whole seal with plain
+// reads (length, content digest, the MAC with `key`), a version-1 file by verify_file
+// (contained). Remembered once it did.
+void verify_for_retention(const fs::path& path, const MacKey* key) {
+  if (verified_files().contains(path)) return;
+  const detail::ReadOnlyFile raw(path);
+  if (detail::starts_with_seal(raw, path))
+    detail::check_seal(raw, path, key);
+  else
+    verify_file_contained(path, key);
+  verified_files().add(path);
 }
 
 }  // namespace
@@ -114,10 +179,12 @@ fs::path commit(const fs::path& dir, const fs::path& partial) {
     throw CheckpointError(partial, "not a partial checkpoint name (step-XXXXXXXX.h5.partial)");
   const fs::path final_path = dir / name.substr(0, name.size() - kPartialSuffix.size());
   // The file was fsynced by write_partial, so whichever name survives a crash, it is whole.
-  rename_or_throw(partial, final_path);
+  // A directory, FIFO or device by the final name is refused, not replaced.
+  as_checkpoint_error([&] { files::rename_into_place(partial, final_path, /*sync=*/false); });
   reach(kAfterRename);
   detail::fsync_directory(dir);  // the rename itself is now durable
   reach(kAfterDirectorySync);
+  verified_files().add(final_path);  // written and sealed by this process
   return final_path;
 }
 
@@ -128,24 +195,27 @@ void update_latest(const fs::path& dir, const fs::path& final_name) {
                           "refusing to point at '" + name.string() + "': not a checkpoint name");
   if (!guarded(dir / name, "cannot check", [&] { return fs::is_regular_file(dir / name); }))
     throw CheckpointError(dir / name, "refusing to point LATEST at a missing checkpoint");
-  const fs::path tmp = dir / kLatestTmpName;
-  detail::write_synced(tmp, name.string() + "\n");  // complete and durable before it is visible
-  rename_or_throw(tmp, dir / kLatestName);          // atomic: old or new LATEST, never torn
-  detail::fsync_directory(dir);
+  // LATEST.tmp (created new, O_EXCL) is written and fsynced before the rename makes it
+  // visible: old or new LATEST, never torn. A LATEST that is not a regular file (a
+  // directory, a FIFO) is refused before anything is written.
+  as_checkpoint_error(
+      [&] { files::write_file_atomically(dir / kLatestName, name.string() + "\n"); });
   reach(kAfterLatest);
 }
 
 std::optional<fs::path> read_latest(const fs::path& dir) {
   const fs::path latest = dir / kLatestName;
-  if (!guarded(latest, "cannot check", [&] { return fs::exists(latest); })) return std::nullopt;
-  std::string text = detail::read_small_file(latest, kMaxLatestBytes);
+  if (as_checkpoint_error([&] { return files::kind_at(latest); }).empty()) return std::nullopt;
+  // Opened without blocking and checked to be a small regular file before it is read: a
+  // FIFO by that name must not hang the resume.
+  std::string text = as_checkpoint_error([&] {
+    return files::read_small_file(latest, {.max_bytes = kMaxLatestBytes, .follow_symlinks = false});
+  });
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
     text.pop_back();
-  if (!parse_checkpoint_name(text)) {
-    std::string shown;
-    for (char c : text.substr(0, 60)) shown += (c >= 32 && c < 127) ? c : '?';
-    throw CheckpointError(latest, "does not hold a checkpoint name ('" + shown + "')");
-  }
+  if (!parse_checkpoint_name(text))
+    throw CheckpointError(latest,
+                          "does not hold a checkpoint name ('" + files::escaped(text) + "')");
   return dir / text;
 }
 
@@ -165,13 +235,25 @@ std::vector<fs::path> list_checkpoints(const fs::path& dir) {
   return paths;
 }
 
-std::vector<fs::path> prune(const fs::path& dir, std::size_t keep) {
+std::vector<fs::path> prune(const fs::path& dir, std::size_t keep,
+                            std::vector<std::string>* unverified, const MacKey* key) {
   if (keep == 0) throw CheckpointError(dir, "prune: keep must be at least 1");
   const std::optional<fs::path> latest = read_latest(dir);
   std::vector<fs::path> doomed;
-  const std::vector<fs::path> committed = list_checkpoints(dir);
-  for (std::size_t i = keep; i < committed.size(); ++i)
-    if (!latest || committed[i].filename() != latest->filename()) doomed.push_back(committed[i]);
+  // Only checkpoints that verify take one of the `keep` places (and only they are removed):
+  // files named like checkpoints that do not verify are garbage someone left, reported and
+  // left alone, never counted against the real ones.
+  std::size_t kept = 0;
+  for (const fs::path& path : list_checkpoints(dir)) {
+    try {
+      verify_for_retention(path, key);
+    } catch (const CheckpointError& error) {
+      if (unverified != nullptr) unverified->push_back(rejection(path, error));
+      continue;
+    }
+    if (kept++ < keep) continue;
+    if (!latest || path.filename() != latest->filename()) doomed.push_back(path);
+  }
   guarded(dir, "cannot list", [&] {
     for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();

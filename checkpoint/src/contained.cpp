@@ -7,19 +7,9 @@
 // refusal's reason or the verified result (wire.hpp encodes both).
 #include "ringtrain/checkpoint/contained.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -29,196 +19,22 @@
 #include "format.hpp"
 #include "posix_io.hpp"
 #include "reader.hpp"
+#include "reader_process.hpp"
 #include "seal.hpp"
 #include "wire.hpp"
-
-extern char** environ;
 
 namespace ringtrain::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
 
+using detail::child_for;
 using detail::kExtent;
-using detail::kOk;
-using detail::kProtocol;
 using detail::kValue;
+using detail::open_regular;
+using detail::open_reply;
 using detail::Operation;
-
-struct Settings {
-  fs::path executable;
-  ReaderLimits limits;
-};
-std::optional<Settings>& settings() {
-  static std::optional<Settings> value;
-  return value;
-}
-
-// ---- the parent ----------------------------------------------------------------------------
-
-// Both ends of a pipe, closed on destruction unless released.
-struct Pipe {
-  int fd[2] = {-1, -1};
-  explicit Pipe(const fs::path& file) {
-    if (::pipe2(fd, O_CLOEXEC) != 0)
-      throw CheckpointError(
-          file, std::string("cannot start the contained reader: pipe: ") + std::strerror(errno));
-  }
-  ~Pipe() { close_both(); }
-  void close_end(int i) {
-    if (fd[i] >= 0) ::close(fd[i]);
-    fd[i] = -1;
-  }
-  void close_both() { close_end(0), close_end(1); }
-};
-
-std::string signal_text(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  std::string text = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(signal);
-  if (signal == SIGXCPU) text += ": CPU time limit";
-  return text;
-}
-
-// Reads until EOF or the deadline; false on timeout. `out` should be reserved by the caller.
-bool read_all(int fd, std::string& out, std::chrono::steady_clock::time_point deadline) {
-  std::vector<char> buffer(std::size_t{1} << 16);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60000)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) continue;
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return true;
-    out.append(buffer.data(), static_cast<std::size_t>(n));
-  }
-}
-
-std::vector<std::string> child_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) != 0 &&
-        std::strncmp(*e, "HDF5_PLUGIN_PRELOAD=", 20) != 0)
-      env.emplace_back(*e);
-  env.emplace_back("OPENBLAS_NUM_THREADS=1");  // the child computes nothing: no BLAS threads
-  // No HDF5 filter plugins: a crafted file must not make the child load a shared library
-  // (ringtrain writes no filters and refuses them anyway).
-  env.emplace_back("HDF5_PLUGIN_PRELOAD=::");
-  return env;
-}
-
-// One reader child. Started (it prepares libhdf5 and waits), then sent one request, then
-// asked once for its reply. Between send() and reply() the parent is free: it checks the
-// seal while the child parses. A child never asked for its reply is killed and reaped.
-class ReaderChild {
- public:
-  // `file`: named in the error if the child cannot start.
-  explicit ReaderChild(const fs::path& file);
-  ~ReaderChild();
-  ReaderChild(const ReaderChild&) = delete;
-  ReaderChild& operator=(const ReaderChild&) = delete;
-
-  void send(const fs::path& file, const std::string& request);
-  // Reads the reply to its end and reaps the child. Throws CheckpointError if the child
-  // died, exceeded a limit or sent nothing.
-  std::string reply();
-
- private:
-  fs::path file_;
-  Pipe to_child_, from_child_;
-  pid_t pid_ = -1;
-  std::chrono::steady_clock::time_point deadline_;
-};
-
-ReaderChild::ReaderChild(const fs::path& file)
-    : file_(file), to_child_(file), from_child_(file) {
-  const Settings& s = *settings();
-  std::vector<std::string> args = {s.executable.string(), kReaderSubcommand};
-  std::vector<std::string> env = child_environment();
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  for (auto& e : env) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, to_child_.fd[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, from_child_.fd[1], STDOUT_FILENO);
-  const int spawned =
-      posix_spawn(&pid_, s.executable.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) {
-    pid_ = -1;
-    throw CheckpointError(file, "cannot start the contained reader " + s.executable.string() +
-                                    ": " + std::strerror(spawned));
-  }
-  to_child_.close_end(0);
-  from_child_.close_end(1);
-}
-
-ReaderChild::~ReaderChild() {
-  if (pid_ < 0) return;
-  ::kill(pid_, SIGKILL);
-  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
-void ReaderChild::send(const fs::path& file, const std::string& request) {
-  file_ = file;
-  deadline_ = std::chrono::steady_clock::now() +
-              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(settings()->limits.wall_s));
-  detail::write_to_pipe(to_child_.fd[1], request);  // a child that died is reported by reply()
-  to_child_.close_end(1);
-}
-
-std::string ReaderChild::reply() {
-  std::string reply;
-  const bool finished = read_all(from_child_.fd[0], reply, deadline_);
-  if (!finished) ::kill(pid_, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
-  pid_ = -1;
-  if (!finished)
-    throw CheckpointError(file_, "reading it took longer than " +
-                                     std::to_string(settings()->limits.wall_s) +
-                                     " s in the contained reader: refused");
-  if (WIFSIGNALED(status))
-    throw CheckpointError(file_, "the HDF5 library crashed while reading it (" +
-                                     signal_text(WTERMSIG(status)) + "): refused");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || reply.empty())
-    throw CheckpointError(file_, "the contained reader failed (exit status " +
-                                     std::to_string(WEXITSTATUS(status)) + "): refused");
-  return reply;
-}
-
-// A child started ahead by prepare_contained_reader(), waiting for its request.
-std::unique_ptr<ReaderChild>& standby() {
-  static std::unique_ptr<ReaderChild> child;
-  return child;
-}
-
-// The child started ahead if there is one, else a new one; `request` sent to it.
-std::unique_ptr<ReaderChild> child_for(const fs::path& file, const std::string& request) {
-  std::unique_ptr<ReaderChild> child = std::move(standby());
-  if (!child) child = std::make_unique<ReaderChild>(file);
-  child->send(file, request);
-  return child;
-}
-
-// The file the parent reads: checked to be a regular file, opened once, so that the seal
-// and the arrays the child located are read through the same descriptor.
-detail::ReadOnlyFile open_regular(const fs::path& file) {
-  std::error_code error;
-  const auto status = fs::status(file, error);
-  if (!fs::exists(status)) throw CheckpointError(file, "does not exist");
-  if (!fs::is_regular_file(status)) throw CheckpointError(file, "not a regular file");
-  return detail::ReadOnlyFile(file);
-}
+using detail::ReaderChild;
 
 // The parent's own plain-read seal check, the whole of it (the child checks only the
 // block); nullopt: version 1.
@@ -249,6 +65,8 @@ void read_extent(const detail::ReadOnlyFile& raw, const fs::path& file, const Ex
                   static_cast<unsigned long long>(actual), static_cast<unsigned long long>(stored));
     throw CheckpointError(file, where + ": checksum mismatch (" + text + "): corrupt data");
   }
+  if (const std::size_t bad = detail::first_nonfinite(values); bad < values.size())
+    throw CheckpointError(file, detail::nonfinite_reason(where, bad, values[bad]));
   tree.put_array(e.group, e.name, e.shape, std::move(values));
 }
 
@@ -261,30 +79,6 @@ void check_against_seal(const fs::path& file, const std::optional<detail::Seal>&
     throw CheckpointError(file,
                           "the contained reader's result does not match the sealed table "
                           "of contents: refused");
-}
-
-// The request's common part (wire.hpp); a read appends the schema.
-std::string request(Operation op, const fs::path& file, const detail::ReadOnlyFile& raw,
-                    const MacKey* key) {
-  const ReaderLimits& limits = settings()->limits;
-  detail::Wire wire;
-  wire.u64(kProtocol);
-  wire.u64(static_cast<std::uint64_t>(op));
-  wire.text(file.string());
-  wire.u64(key != nullptr ? 1 : 0);
-  if (key != nullptr) wire.raw(key->bytes().data(), key->bytes().size());
-  wire.u64(static_cast<std::uint64_t>(std::ceil(limits.cpu_s)));
-  wire.u64(2 * raw.size() + limits.memory_headroom_bytes);
-  return std::move(wire.bytes());
-}
-
-// Status first: a refusal becomes the CheckpointError the child raised.
-detail::WireReader open_reply(const fs::path& file, const std::string& reply) {
-  detail::WireReader in(reply, file);
-  if (in.u64() == kOk) return in;
-  std::string reason = in.text(kMaxStringBytes);
-  std::string stack = in.text(kMaxStringBytes);
-  throw CheckpointError(file, reason, stack);
 }
 
 }  // namespace
@@ -300,17 +94,17 @@ fs::path default_reader_executable() {
 }
 
 void enable_contained_reader(const fs::path& executable, const ReaderLimits& limits) {
-  settings() = Settings{executable, limits};
+  detail::reader_settings() = detail::ReaderSettings{executable, limits};
 }
 
 bool contained_reader_enabled() {
-  return settings().has_value();
+  return detail::reader_settings().has_value();
 }
 
 void prepare_contained_reader() {
-  if (!contained_reader_enabled() || standby()) return;
+  if (!contained_reader_enabled() || detail::standby_child()) return;
   try {
-    standby() = std::make_unique<ReaderChild>("(reader started ahead)");
+    detail::standby_child() = std::make_unique<ReaderChild>("(reader started ahead)");
   } catch (const CheckpointError&) {
     // The read itself starts one and reports why it cannot.
   }
@@ -320,7 +114,7 @@ StateTree read_file_contained(const fs::path& path, const Expected& expected, He
                               const MacKey* key) {
   if (!contained_reader_enabled()) return read_file(path, expected, header_out, key);
   const detail::ReadOnlyFile raw = open_regular(path);
-  std::string message = request(Operation::kRead, path, raw, key);
+  std::string message = detail::request_head(Operation::kRead, path, raw, key);
   detail::Wire schema;
   detail::put_schema(schema, expected);
   message += schema.bytes();
@@ -351,7 +145,7 @@ StateTree read_file_contained(const fs::path& path, const Expected& expected, He
 VerifyResult verify_file_contained(const fs::path& path, const MacKey* key) {
   if (!contained_reader_enabled()) return verify_file(path, key);
   const detail::ReadOnlyFile raw = open_regular(path);
-  const auto child = child_for(path, request(Operation::kVerify, path, raw, key));
+  const auto child = child_for(path, detail::request_head(Operation::kVerify, path, raw, key));
   const std::optional<detail::Seal> seal = check_seal_here(raw, path, key);
   const std::string reply = child->reply();
   detail::WireReader in = open_reply(path, reply);
@@ -367,7 +161,7 @@ VerifyResult verify_file_contained(const fs::path& path, const MacKey* key) {
 std::string describe_file_contained(const fs::path& path, const MacKey* key) {
   if (!contained_reader_enabled()) return describe_file(path, key);
   const detail::ReadOnlyFile raw = open_regular(path);
-  const auto child = child_for(path, request(Operation::kDescribe, path, raw, key));
+  const auto child = child_for(path, detail::request_head(Operation::kDescribe, path, raw, key));
   check_seal_here(raw, path, key);
   const std::string reply = child->reply();
   detail::WireReader in = open_reply(path, reply);

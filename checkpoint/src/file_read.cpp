@@ -69,7 +69,7 @@ void check_links(const CheckedFile& file, const Expected& expected, std::string&
         for (char& c : name)
           if (c == detail::kLinkSeparator) c = '/';
         if (expected.find(g, name) == nullptr || hdf5_link_name(name) != link.name)
-          file.reject("unexpected object " + where + "/" + detail::printable(link.name) + " (" +
+          file.reject("unexpected object " + where + "/" + files::escaped(link.name) + " (" +
                       where + " holds " + std::to_string(held) + " objects, " +
                       std::to_string(wanted) + " expected)");
       }
@@ -89,6 +89,8 @@ void read_value(const CheckedFile& file, const DatasetFacts& facts, Kind kind, G
       if (!values.empty())
         facts.dataset.read(Datatype::predefined(H5T_NATIVE_FLOAT), values.data());
       file.check_checksum(facts, xxh3(values.data(), values.size() * sizeof(float)));
+      if (const std::size_t bad = first_nonfinite(values); bad < values.size())
+        file.reject(nonfinite_reason(facts.path, bad, values[bad]));
       tree.put_array(group, name, facts.shape, std::move(values));
       return;
     }

@@ -37,14 +37,24 @@ void verify_array(const CheckedFile& file, const DatasetFacts& facts, std::uint6
   if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) throw std::bad_alloc();
   const detail::ReadOnlyFile raw(file.path());
   const std::uint64_t offset = facts.dataset.offset();
-  std::vector<std::byte> block(static_cast<std::size_t>(std::min(bytes, kBlockBytes)));
+  // bytes is the shape's float count times 4 (check_storage): blocks hold whole floats.
+  std::vector<float> block(static_cast<std::size_t>(std::min(bytes, kBlockBytes) / sizeof(float)));
+  std::uint64_t first_bad = bytes;  // byte offset of the first value that is not finite
+  float bad_value = 0.0f;
   for (std::uint64_t done = 0; done < bytes;) {
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), bytes - done));
-    raw.read_at(offset + done, std::span(block.data(), n));
+    const auto n = static_cast<std::size_t>(
+        std::min<std::uint64_t>(block.size() * sizeof(float), bytes - done));
+    const std::span<float> values(block.data(), n / sizeof(float));
+    raw.read_at(offset + done, std::as_writable_bytes(values));
     XXH3_64bits_update(state.get(), block.data(), n);
+    if (const std::size_t bad = detail::first_nonfinite(values);
+        bad < values.size() && first_bad == bytes)
+      first_bad = done + bad * sizeof(float), bad_value = values[bad];
     done += n;
   }
   file.check_checksum(facts, XXH3_64bits_digest(state.get()));
+  if (first_bad < bytes)
+    file.reject(detail::nonfinite_reason(facts.path, first_bad / sizeof(float), bad_value));
 }
 
 std::string value_text(const Entry& entry) {
@@ -59,7 +69,7 @@ std::string value_text(const Entry& entry) {
       return text;
     }
     case Kind::kString:
-      return '"' + detail::printable(std::get<std::string>(entry.value)) + '"';
+      return '"' + files::escaped(std::get<std::string>(entry.value)) + '"';
     case Kind::kFloat32Array:
       break;
   }
@@ -93,7 +103,7 @@ VerifyResult scan(const std::filesystem::path& path, bool verify_arrays, const M
       const auto links = group.links(by_creation ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME,
                                      detail::kMaxEntriesPerGroup, nullptr);
       for (const detail::LinkInfo& link : links) {
-        where = here + "/" + detail::printable(link.name);
+        where = here + "/" + files::escaped(link.name);
         std::string name = link.name;
         std::replace(name.begin(), name.end(), detail::kLinkSeparator, '/');
         try {
@@ -168,7 +178,7 @@ std::string describe_file(const std::filesystem::path& path, const MacKey* key) 
                           "not checked)") +
          "\n";
   out += "  config (" + std::to_string(h.config_json.size()) +
-         " bytes): " + detail::printable(h.config_json) + "\n";
+         " bytes): " + files::escaped(h.config_json) + "\n";
   std::size_t width = 0;
   for (const EntryInfo& e : result.entries) width = std::max(width, e.name.size());
   for (Group g : kAllGroups) {

@@ -4,10 +4,13 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <string>
 #include <string_view>
 #include <variant>
 
@@ -75,6 +78,33 @@ inline std::uint64_t entry_xxh3(const Entry& entry) {
     }
   }
   return 0;
+}
+
+// Every float32 array of a checkpoint holds finite values: the parameters, optimizer state and
+// BatchNorm statistics of a run that skips every step whose gradient is not finite. A NaN or
+// an infinity in a file is a forgery or damage the checksums did not catch (without a key
+// anyone can recompute them), and a resumed or evaluated model would carry it on.
+// The index of the first NaN or +-inf in `values`, or values.size() if there is none.
+inline std::size_t first_nonfinite(std::span<const float> values) {
+  constexpr std::uint32_t kExponent = 0x7f800000u;  // all ones: inf or NaN
+  constexpr std::size_t kBlock = 4096;
+  for (std::size_t begin = 0; begin < values.size(); begin += kBlock) {
+    const std::span<const float> block =
+        values.subspan(begin, std::min(kBlock, values.size() - begin));
+    bool bad = false;  // a branch-free pass that vectorises; the index is looked for only then
+    for (const float v : block) bad |= (std::bit_cast<std::uint32_t>(v) & kExponent) == kExponent;
+    if (!bad) continue;
+    for (std::size_t i = 0; i < block.size(); ++i)
+      if ((std::bit_cast<std::uint32_t>(block[i]) & kExponent) == kExponent) return begin + i;
+  }
+  return values.size();
+}
+
+// "<where>: element 17 is nan: a checkpoint holds finite values only: refused"
+inline std::string nonfinite_reason(const std::string& where, std::size_t index, float value) {
+  const char* what = value != value ? "nan" : value > 0 ? "inf" : "-inf";
+  return where + ": element " + std::to_string(index) + " is " + what +
+         ": a checkpoint holds finite values only: refused";
 }
 
 }  // namespace ringtrain::checkpoint::detail

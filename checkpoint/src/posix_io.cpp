@@ -11,6 +11,9 @@
 #include <utility>
 
 #include "ringtrain/checkpoint/error.hpp"
+#include "ringtrain/files/error.hpp"
+#include "ringtrain/files/input.hpp"
+#include "ringtrain/files/output.hpp"
 
 namespace ringtrain::checkpoint::detail {
 namespace {
@@ -58,17 +61,18 @@ void fsync_directory(const std::filesystem::path& dir) {
 
 namespace {
 
+// Created new (O_EXCL: a FIFO or a link by that name is refused, a leftover regular file
+// replaced), written whole, optionally fsynced, closed with its result checked.
 void write_whole(const std::filesystem::path& path, std::string_view content, bool sync) {
-  Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(file.fd(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail_errno(path, "write failed");
-    done += static_cast<std::size_t>(n);
+  try {
+    files::NewFile file(path);
+    file.write(content);
+    if (sync) file.sync();
+    file.close();
+    file.keep();
+  } catch (const files::FileError& error) {
+    throw CheckpointError(error.path(), error.reason());
   }
-  if (sync && ::fsync(file.fd()) != 0) fail_errno(path, "fsync failed");
-  file.close(path);
 }
 
 }  // namespace
@@ -96,20 +100,11 @@ void write_at(const std::filesystem::path& path, std::uint64_t offset,
 }
 
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
-  Descriptor file(path, O_RDONLY);
-  std::string content(max_bytes + 1, '\0');
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::read(file.fd(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail_errno(path, "read failed");
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
+  try {
+    return files::read_small_file(path, {.max_bytes = max_bytes, .follow_symlinks = true});
+  } catch (const files::FileError& error) {
+    throw CheckpointError(error.path(), error.reason());
   }
-  if (done > max_bytes)
-    throw CheckpointError(path, "longer than " + std::to_string(max_bytes) + " bytes");
-  content.resize(done);
-  return content;
 }
 
 ReadOnlyFile::ReadOnlyFile(const std::filesystem::path& path)

@@ -18,14 +18,16 @@ namespace ringtrain::checkpoint::detail {
 void fsync_file(const std::filesystem::path& path);
 // open(O_RDONLY | O_DIRECTORY) + fsync + close: renames and creations inside are durable.
 void fsync_directory(const std::filesystem::path& dir);
-// Creates or truncates `path`, writes `content`, fsyncs, closes.
+// Creates `path` new (files::NewFile: a leftover regular file is replaced, anything else
+// there refused), writes `content`, fsyncs, closes.
 void write_synced(const std::filesystem::path& path, std::string_view content);
 // The same without the fsync (the caller fsyncs once it has finished the file).
 void write_unsynced(const std::filesystem::path& path, std::string_view content);
 // Overwrites bytes [offset, offset + bytes.size()) of an existing file (no fsync).
 void write_at(const std::filesystem::path& path, std::uint64_t offset,
               std::span<const std::byte> bytes);
-// The whole file if it is at most max_bytes long; throws otherwise.
+// The whole file if it is a regular file of at most max_bytes (files::read_small_file:
+// opened without blocking, so a FIFO is refused, not waited on); throws otherwise.
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes);
 
 // Writes all of `bytes` to a pipe; false if the reader closed its end (it died). SIGPIPE is

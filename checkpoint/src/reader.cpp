@@ -140,12 +140,6 @@ std::string describe_link(H5L_type_t type) {
   }
 }
 
-std::string printable(const std::string& text) {
-  std::string shown;
-  for (char c : text.substr(0, 60)) shown += (c >= 32 && c < 127) ? c : '?';
-  return text.size() > 60 ? shown + "..." : shown;
-}
-
 std::string strip_padding(std::string text) {
   const std::size_t end = text.find_last_not_of('\0');
   text.resize(end == std::string::npos ? 0 : end + 1);
@@ -203,7 +197,7 @@ void CheckedFile::read_header() {
     reject("no 'format' root attribute: not a ringtrain checkpoint");
   header_.format = read_string_attribute(*this, root, kFormatAttribute, kMaxFormatNameBytes);
   if (header_.format != kFormatName)
-    reject("format '" + printable(header_.format) + "', expected '" + kFormatName +
+    reject("format '" + files::escaped(header_.format) + "', expected '" + kFormatName +
            "': not a ringtrain checkpoint");
   header_.version = read_scalar_attribute<std::int32_t>(
       *this, root, "root", kVersionAttribute, H5T_STD_I32LE, H5T_NATIVE_INT32, "int32 LE");
@@ -251,7 +245,7 @@ void CheckedFile::check_root() {
   const auto links = root_.links(H5_INDEX_NAME, kAllGroups.size() + 1, &truncated);
   for (const LinkInfo& link : links) {
     if (!parse_group(link.name))
-      reject("unexpected object '/" + printable(link.name) +
+      reject("unexpected object '/" + files::escaped(link.name) +
              "' at the root (only /model /optimizer /schedule /data /rng /progress)");
     if (link.type != H5L_TYPE_HARD)
       reject("/" + link.name + " is " + describe_link(link.type) + "; links are refused");

@@ -31,6 +31,7 @@
 #include "hdf5_handle.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/checkpoint/file.hpp"
+#include "ringtrain/files/escape.hpp"
 #include "seal.hpp"
 
 namespace ringtrain::checkpoint::detail {
@@ -120,8 +121,6 @@ struct ArrayExtent {
 StateTree read_file_locating(const std::filesystem::path& path, const Expected& expected,
                              Header* header_out, const MacKey* key,
                              std::vector<std::optional<ArrayExtent>>* extents);
-// Text from the file shown in a message: printable ASCII only, cut to 60 bytes.
-std::string printable(const std::string& text);
 // A string from an HDF5 fixed-length string buffer: trailing NUL padding removed.
 std::string strip_padding(std::string text);
 // CheckpointError(path, "<where>: HDF5 refused it (<call> failed)") with the HDF5 stack.

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <optional>
 
+#include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/models/spec.hpp"
 
@@ -34,17 +35,6 @@ const std::array<TypeRow, 7>& type_table() {
       {LayerType::kBatchNorm, "batchnorm", {}},
   }};
   return rows;
-}
-
-// Text from the file, fit for a one-line message: control bytes escaped, at most `limit`
-// bytes shown.
-std::string printable(std::string_view text, std::size_t limit = 40) {
-  std::string shown;
-  for (const char c : text.substr(0, limit)) {
-    const auto byte = static_cast<unsigned char>(c);
-    shown += byte < 0x20 || byte == 0x7f ? fmt::format("\\x{:02x}", byte) : std::string(1, c);
-  }
-  return text.size() > limit ? shown + "..." : shown;
 }
 
 std::string type_list() {
@@ -72,7 +62,7 @@ class LayerReader {
     for (const TypeRow& row : type_table())
       if (row.name == name) return row;
     throw UsageError(fmt::format("{} (line {}): unknown layer type '{}' (one of {})", where_,
-                                 line(*node), printable(name), type_list()));
+                                 line(*node), files::escaped(name), type_list()));
   }
 
   // Every key must be `type` or one the type takes.
@@ -81,10 +71,10 @@ class LayerReader {
       const std::string_view name = key.str();
       if (name == "type" || std::find(row.keys.begin(), row.keys.end(), name) != row.keys.end())
         continue;
-      throw UsageError(fmt::format("{} ({}, line {}): unknown key '{}' ({} takes {})", where_,
-                                   row.name, key.source().begin.line, printable(name), row.name,
-                                   row.keys.empty()
-                                       ? std::string("no keys")
+      throw UsageError(
+          fmt::format("{} ({}, line {}): unknown key '{}' ({} takes {})", where_, row.name,
+                      key.source().begin.line, files::escaped(name), row.name,
+                      row.keys.empty() ? std::string("no keys")
                                        : fmt::format("{}", fmt::join(row.keys, ", "))));
     }
   }
@@ -116,7 +106,7 @@ class LayerReader {
       if (node->as_string()->get() == "classes") return kOutClasses;
       throw UsageError(fmt::format(
           "{} ({}, line {}): key 'out' must be a whole number or \"classes\", not \"{}\"", where_,
-          row.name, line(*node), printable(node->as_string()->get())));
+          row.name, line(*node), files::escaped(node->as_string()->get())));
     }
     return whole(row, "out", 1, kMaxWidth);
   }
@@ -183,7 +173,7 @@ const toml::array& layer_array(const toml::table& document, const std::string& s
   for (auto&& [key, node] : document)
     if (key.str() != "layers")
       throw UsageError(fmt::format("{} line {}: unknown key '{}' (a spec holds [[layers]] tables)",
-                                   source, key.source().begin.line, printable(key.str())));
+                                   source, key.source().begin.line, files::escaped(key.str())));
   const toml::node* node = document.get("layers");
   if (node == nullptr)
     throw UsageError(source + ": no layers (write one [[layers]] table per layer)");
@@ -211,7 +201,7 @@ ModelSpec parse_model_spec(std::string_view toml_text, const std::string& source
     document = toml::parse(toml_text, source);
   } catch (const toml::parse_error& e) {
     throw UsageError(fmt::format("{} line {}: {}", source, e.source().begin.line,
-                                 printable(e.description(), 200)));
+                                 files::escaped(e.description(), 200)));
   }
   ModelSpec spec;
   spec.source = source;

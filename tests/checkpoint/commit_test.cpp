@@ -5,6 +5,7 @@
 #include "ringtrain/checkpoint/commit.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,6 +130,61 @@ TEST_CASE("prune keeps the newest K and LATEST's target, removes strays only",
   CHECK(fs::exists(dir / "notes.txt"));
   CHECK(fs::exists(dir / "step-1.h5"));
   CHECK(fs::exists(dir / "LATEST"));
+}
+
+TEST_CASE("retention counts only checkpoints that verify: garbage takes no place and stays",
+          "[checkpoint][commit]") {
+  TempDir dir;
+  const StateTree tree = sample_tree();
+  for (std::uint64_t step : {100, 200, 300}) save(dir.path(), step, tree, 3);
+  // Three empty files and one torn copy named like newer checkpoints.
+  for (const char* name : {"step-00001200.h5", "step-00001201.h5", "step-00001202.h5"})
+    write_bytes(dir / name, Bytes{});
+  Bytes torn = read_bytes(dir / "step-00000300.h5");
+  torn.resize(torn.size() / 2);
+  write_bytes(dir / "step-00001203.h5", torn);
+
+  std::vector<std::string> unverified;
+  CHECK(prune(dir.path(), 3, &unverified).empty());
+  CHECK(unverified.size() == 4);
+  CHECK_THAT(unverified.front(), Contains("step-00001203.h5: "));
+  CHECK(fs::exists(dir / "step-00000100.h5"));
+  // A real save: the oldest real checkpoint goes, the garbage stays where it is.
+  save(dir.path(), 400, tree, 3);
+  CHECK(names(list_checkpoints(dir.path())) ==
+        std::vector<std::string>{"step-00001203.h5", "step-00001202.h5", "step-00001201.h5",
+                                 "step-00001200.h5", "step-00000400.h5", "step-00000300.h5",
+                                 "step-00000200.h5"});
+  // keep 1 never removes the newest checkpoint that verifies.
+  prune(dir.path(), 1);
+  CHECK(fs::exists(dir / "step-00000400.h5"));
+  CHECK_FALSE(fs::exists(dir / "step-00000300.h5"));
+}
+
+TEST_CASE("LATEST that is a FIFO or a directory: refused at once, nothing left behind",
+          "[checkpoint][commit]") {
+  TempDir dir;
+  save(dir.path(), 100, sample_tree(), 3);
+  fs::remove(dir / "LATEST");
+  REQUIRE(::mkfifo((dir / "LATEST").c_str(), 0600) == 0);
+  // A plain open() of a FIFO waits for a writer forever; the reader must not.
+  CHECK_THAT(rejection([&] { read_latest(dir.path()); }), Contains("LATEST: is a FIFO"));
+  CHECK_THAT(rejection([&] { update_latest(dir.path(), "step-00000100.h5"); }),
+             Contains("LATEST: exists and is a FIFO, not a regular file: refused"));
+  fs::remove(dir / "LATEST");
+  fs::create_directory(dir / "LATEST");
+  CHECK_THAT(rejection([&] { update_latest(dir.path(), "step-00000100.h5"); }),
+             Contains("is a directory, not a regular file: refused"));
+  CHECK_FALSE(fs::exists(dir / "LATEST.tmp"));
+  // A FIFO by the name of the next partial, a directory by the next final name: refused.
+  REQUIRE(::mkfifo((dir / "step-00000200.h5.partial").c_str(), 0600) == 0);
+  CHECK_THAT(rejection([&] { write_partial(dir.path(), 200, header_at(200), sample_tree()); }),
+             Contains("step-00000200.h5.partial: exists and is a FIFO"));
+  fs::remove(dir / "step-00000200.h5.partial");
+  fs::create_directory(dir / "step-00000200.h5");
+  const fs::path partial = write_partial(dir.path(), 200, header_at(200), sample_tree());
+  CHECK_THAT(rejection([&] { commit(dir.path(), partial); }),
+             Contains("step-00000200.h5: exists and is a directory"));
 }
 
 TEST_CASE("list_checkpoints orders by step, newest first, ignoring other names",

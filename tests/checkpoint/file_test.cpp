@@ -68,7 +68,7 @@ TEST_CASE("special float values, large strings and a large config round trip",
   TempDir dir;
   const auto file = dir / "big.h5";
   StateTree tree;
-  std::vector<float> special = {0.0f, -0.0f, 1e-45f, -3.4e38f, INFINITY, -INFINITY, NAN};
+  std::vector<float> special = {0.0f, -0.0f, 1e-45f, -3.4e38f, 3.4028235e38f, -1e-38f};
   tree.put_array(Group::kModel, "special", {special.size()}, special);
   const std::string big(100'000, 'x');  // above the compact limit: stored contiguous
   tree.put_string(Group::kRng, "big", big);
@@ -83,6 +83,25 @@ TEST_CASE("special float values, large strings and a large config round trip",
   CHECK(loaded.string(Group::kRng, "big") == big);
   CHECK(read_back.config_json == header.config_json);
   CHECK(verify_file(file).entries.size() == 2);
+}
+
+TEST_CASE("a NaN or an infinity in any array is refused by every reader, with its place",
+          "[checkpoint][file]") {
+  TempDir dir;
+  const auto file = dir / "nan.h5";
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    StateTree tree = sample_tree();
+    std::vector<float> values(5000, 0.25f);
+    values[4097] = bad;  // in the second block of the scan
+    tree.put_array(Group::kOptimizer, "momentum/w", {50, 100}, values);
+    write_file(file, sample_header(), tree);  // a seal computed over the bad value: it verifies
+    INFO(bad);
+    CHECK_THAT(rejection([&] { read_file(file, Expected::of(tree)); }),
+               Contains("/optimizer/momentum/w: element 4097 is") &&
+                   Contains("a checkpoint holds finite values only: refused"));
+    CHECK_THAT(rejection([&] { verify_file(file); }),
+               Contains("/optimizer/momentum/w: element 4097 is"));
+  }
 }
 
 TEST_CASE("the file has the documented HDF5 layout", "[checkpoint][file]") {
@@ -183,7 +202,7 @@ TEST_CASE("write_file refuses a foreign header and reports unwritable paths",
   CHECK_THAT(rejection([&] { write_file(dir / "a.h5", header, sample_tree()); }),
              Contains("world_size"));
   CHECK_THAT(rejection([&] { write_file(dir / "no" / "such" / "a.h5", sample_header(), {}); }),
-             Contains("a.h5: cannot open: No such file or directory"));
+             Contains("a.h5: cannot create: No such file or directory"));
 }
 
 TEST_CASE("an expectation that asks for less is refused: the file holds extra entries",

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 
+#include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain::data {
@@ -56,7 +57,7 @@ class DictParser {
       } else {
         fail(file_, fmt::format("header key '{}' is unknown or repeated; a .npy header holds "
                                 "descr, fortran_order and shape once each",
-                                key));
+                                files::escaped(key)));
       }
       skip_spaces();
       if (peek() == ',')
@@ -152,10 +153,10 @@ class DictParser {
     if (!descr.empty() && descr[0] == '>')
       fail(file_, fmt::format("big-endian array (descr '{}') is not supported; save it "
                               "little-endian (array.astype(array.dtype.newbyteorder('<')))",
-                              descr));
+                              files::escaped(descr)));
     fail(file_, fmt::format("unsupported dtype (descr '{}'): x must be float32 or uint8, y int64, "
                             "int32 or uint8 labels or float32 targets",
-                            descr));
+                            files::escaped(descr)));
   }
 
   std::string_view text_;

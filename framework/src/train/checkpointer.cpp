@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 
 #include "ringtrain/checkpoint/commit.hpp"
@@ -96,7 +97,7 @@ std::string Checkpointer::persist(const Snapshot& snap) const {
         checkpoint::write_partial(dir_, snap.header.step, snap.header, snap.tree, key());
     const std::filesystem::path final_path = checkpoint::commit(dir_, partial);
     checkpoint::update_latest(dir_, final_path.filename());
-    checkpoint::prune(dir_, keep_);
+    prune();
     return error;
   } catch (const std::exception& e) {
     error = e.what();
@@ -107,6 +108,19 @@ std::string Checkpointer::persist(const Snapshot& snap) const {
     error += std::string("; ") + e.what();
   }
   return error;
+}
+
+void Checkpointer::prune() const {
+  std::vector<std::string> unverified;
+  checkpoint::prune(dir_, keep_, &unverified, key());
+  // Files named like checkpoints that do not verify are someone's garbage: said once each,
+  // never counted against --keep, never removed.
+  const std::lock_guard lock(garbage_mutex_);
+  for (const std::string& text : unverified)
+    if (garbage_reported_.insert(text).second)
+      std::fprintf(stderr,
+                   "ringtrain: notice: %s/%s; it is not counted for --keep and is left in place\n",
+                   dir_.string().c_str(), text.c_str());
 }
 
 SaveOutcome Checkpointer::agree(std::uint64_t step, const std::string& error,
@@ -200,8 +214,9 @@ SaveOutcome Checkpointer::finish_save() {
   in_flight_ = false;
   spare_tree_ = std::move(in_flight_snapshot_.tree);
   const bool writer = comm_.rank() == 0;
-  SaveOutcome outcome = agree(in_flight_snapshot_.header.step, writer ? writer_error_ : std::string(),
-                              writer ? writer_persist_s_ : 0.0);
+  SaveOutcome outcome =
+      agree(in_flight_snapshot_.header.step, writer ? writer_error_ : std::string(),
+            writer ? writer_persist_s_ : 0.0);
   outcome.blocked_s = now_s() - start;
   return outcome;
 }
@@ -272,7 +287,7 @@ std::optional<std::filesystem::path> Checkpointer::resume(
         }
         if (!latest || latest->filename() != loaded->path.filename()) {
           checkpoint::update_latest(dir_, loaded->path.filename());
-          checkpoint::prune(dir_, keep_);
+          prune();
           report("LATEST now names " + loaded->path.filename().string() +
                  " (its save was interrupted before LATEST moved, or LATEST was unusable)");
         }

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <type_traits>
 
+#include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/exact_step.hpp"
@@ -42,7 +43,7 @@ T parse_number(std::string_view text, const std::string& flag) {
     const char* what = std::is_integral_v<T> ? (std::is_signed_v<T> ? "not a whole number"
                                                                     : "not a whole number >= 0")
                                              : "not a number";
-    throw UsageError(fmt::format("{} {}: {}", flag, text, what));
+    throw UsageError(fmt::format("{} {}: {}", flag, files::escaped(text), what));
   }
   return value;
 }
@@ -50,7 +51,7 @@ T parse_number(std::string_view text, const std::string& flag) {
 bool parse_switch(std::string_view text, const std::string& flag) {
   if (text == "true") return true;
   if (text == "false") return false;
-  throw UsageError(fmt::format("{} {}: a switch is true or false", flag, text));
+  throw UsageError(fmt::format("{} {}: a switch is true or false", flag, files::escaped(text)));
 }
 
 // One row: the field's type picks the kind, the parser and the manifest's form.
@@ -513,7 +514,7 @@ void apply_config_toml(TrainConfig& config, std::string_view toml_text, const st
     if (o == nullptr)
       throw UsageError(fmt::format(
           "{}: unknown key '{}' (keys are the flag names of `ringtrain train`, see --help)",
-          k.where, k.key));
+          k.where, files::escaped(k.key)));
     try {
       o->set(config, k.text);
     } catch (const UsageError& e) {

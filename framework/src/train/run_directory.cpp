@@ -6,7 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
+#include "ringtrain/files/input.hpp"
+#include "ringtrain/files/output.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain {
@@ -15,11 +18,20 @@ RunDirectory::RunDirectory(std::filesystem::path dir, bool allow_existing) : dir
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw Error("cannot create run directory " + dir_.string() + ": " + ec.message());
-  if (!allow_existing && std::filesystem::exists(dir_ / "manifest.json"))
+  if (!allow_existing && !files::kind_at(dir_ / "manifest.json").empty())
     throw UsageError("run directory " + dir_.string() +
                      " already holds a run (manifest.json); choose another --run-dir");
-  metrics_.open(dir_ / "metrics.jsonl", std::ios::app);
-  if (!metrics_) throw Error("cannot open " + (dir_ / "metrics.jsonl").string());
+  open_metrics();
+}
+
+void RunDirectory::open_metrics() {
+  // An ofstream would open a FIFO by that name and wait for a reader forever.
+  const std::filesystem::path path = dir_ / "metrics.jsonl";
+  const std::string there = files::kind_at(path);
+  if (!there.empty() && there != "a regular file")
+    throw Error(path.string() + ": is " + there + ", not a regular file: refused");
+  metrics_.open(path, std::ios::app);
+  if (!metrics_) throw Error("cannot open " + path.string());
 }
 
 void RunDirectory::write_manifest(const nlohmann::json& manifest) const {
@@ -35,39 +47,22 @@ void RunDirectory::truncate_metrics_after(std::uint64_t step) {
   metrics_.close();
   const std::filesystem::path path = dir_ / "metrics.jsonl";
   std::string kept;
-  {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const auto record = nlohmann::json::parse(line, nullptr, false);
-      if (!record.is_discarded() && record.value("step", std::uint64_t{0}) > step) continue;
-      kept += line + "\n";
-    }
+  // Read only if it is a regular file (not a FIFO, not a link planted there), of at most 1 GiB.
+  std::istringstream in(files::kind_at(path).empty()
+                            ? std::string()
+                            : files::read_small_file(path, {.max_bytes = kMaxMetricsBytes}));
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line, nullptr, false);
+    const auto at = record.is_object() ? record.find("step") : record.end();
+    if (at != record.end() && at->is_number_unsigned() && at->get<std::uint64_t>() > step) continue;
+    kept += line + "\n";
   }
   write_file_atomically(path, kept);
-  metrics_.open(path, std::ios::app);
-  if (!metrics_) throw Error("cannot open " + path.string());
+  open_metrics();
 }
 
 void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path temp = path.string() + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);  // nothing half-written stays behind
-      throw Error("cannot write " + temp.string());
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);  // atomic on POSIX: old or new, never torn
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw Error("cannot rename " + temp.string() + " to " + path.string() + ": " + ec.message());
-  }
+  files::write_file_atomically(path, text);
 }
 
 }  // namespace ringtrain

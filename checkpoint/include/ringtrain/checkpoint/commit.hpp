@@ -6,8 +6,10 @@
 //   2. (trainer)      all ranks agree that the save succeeded
 //   3. commit         rename to dir/step-00000200.h5, fsync dir
 //   4. update_latest  dir/LATEST.tmp <- "step-00000200.h5\n", fsync, rename over LATEST, fsync dir
-//   5. prune          remove committed checkpoints beyond the newest K (never LATEST's target)
-//                     and stray *.partial / LATEST.tmp files
+//   5. prune          remove verified checkpoints beyond the newest K verified ones (never
+//                     LATEST's target) and stray *.partial / LATEST.tmp files; files named
+//                     like checkpoints that do not verify are reported, neither counted nor
+//                     removed
 //
 // A crash between any two steps leaves a directory from which newest_valid() resumes: the
 // committed checkpoint with the highest step that verifies (not necessarily LATEST's). A
@@ -43,7 +45,8 @@ std::filesystem::path write_partial(const std::filesystem::path& dir, std::uint6
                                     const MacKey* key = nullptr);
 
 // Step 3. Renames `partial` (in `dir`, named "*.h5.partial") to its final name and fsyncs
-// `dir`; returns the final path. Throws CheckpointError.
+// `dir`; returns the final path. Something other than a regular file by the final name (a
+// directory, a FIFO) is refused, not replaced. Throws CheckpointError.
 // Crash before the rename: as after step 1. Crash after the rename but before the directory
 // fsync: the rename may or may not survive; either way the file under either name is whole
 // (it was fsynced before), and LATEST still names the previous checkpoint; a resume takes
@@ -52,22 +55,32 @@ std::filesystem::path commit(const std::filesystem::path& dir,
                              const std::filesystem::path& partial);
 
 // Step 4. Points LATEST at `final_name` (a file name in `dir`) atomically: LATEST.tmp is
-// written and fsynced, renamed over LATEST, and `dir` fsynced. Throws CheckpointError.
+// created new (O_EXCL), written and fsynced, renamed over LATEST, and `dir` fsynced
+// (files/output.hpp). A LATEST that is not a regular file is refused and nothing is left
+// behind. Throws CheckpointError.
 // Crash before the rename: LATEST names the previous checkpoint (still present: prune has
 // not run) and LATEST.tmp is a stray file; the new checkpoint is whole and is resumed from.
 // Crash after: LATEST names the new one.
 void update_latest(const std::filesystem::path& dir, const std::filesystem::path& final_name);
 
-// The checkpoint LATEST names, as dir/<name>; nullopt if LATEST is absent. Throws
-// CheckpointError if LATEST is unreadable, too long or does not hold a checkpoint name.
+// The checkpoint LATEST names, as dir/<name>; nullopt if LATEST is absent. LATEST is opened
+// without blocking or following a link and must be a small regular file (a FIFO there
+// does not hang the reader). Throws CheckpointError if LATEST is not a regular file, is
+// unreadable, too long or does not hold a checkpoint name (its bytes shown escaped).
 std::optional<std::filesystem::path> read_latest(const std::filesystem::path& dir);
 
-// Step 5. Keeps the `keep` newest committed checkpoints (by step) and the one LATEST names;
-// removes the other committed ones, every *.partial and LATEST.tmp. keep >= 1. Returns the
-// removed paths. Throws CheckpointError.
+// Step 5. Keeps the `keep` newest committed checkpoints (by step) that verify, and the one
+// LATEST names; removes the other ones that verify, every *.partial and LATEST.tmp.
+// "Verify": a sealed file's whole seal checks with plain reads (length, content digest, the
+// MAC with `key`); a version-1 file passes verify_file_contained. Each file is read once per
+// process (a file this process committed is known good). A file that does not verify is
+// neither counted nor removed: it is appended to *unverified (if given) as "<file name>:
+// <reason>". keep >= 1. Returns the removed paths. Throws CheckpointError.
 // Crash midway: some old files remain; the next prune removes them. Removals need no
 // directory fsync: a removal that is undone by a crash leaves a valid old checkpoint.
-std::vector<std::filesystem::path> prune(const std::filesystem::path& dir, std::size_t keep);
+std::vector<std::filesystem::path> prune(const std::filesystem::path& dir, std::size_t keep,
+                                         std::vector<std::string>* unverified = nullptr,
+                                         const MacKey* key = nullptr);
 
 // Committed checkpoints in `dir`, newest step first (ignores *.partial, LATEST and any name
 // that does not match the pattern). Empty if `dir` does not exist.

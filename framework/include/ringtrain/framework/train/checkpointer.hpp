@@ -8,7 +8,8 @@
 //                                                            removed, nothing is committed
 //   3. rank 0 renames it to step-XXXXXXXX.h5 and fsyncs the folder   crash before: .partial ignored
 //   4. rank 0 moves LATEST to it (temp file + rename + fsync)        crash before: LATEST is old
-//   5. rank 0 prunes beyond the newest K                             crash during: files stay valid
+//   5. rank 0 prunes beyond the newest K that verify                 crash during: files stay valid
+//      (files named like checkpoints that do not verify are reported once, never counted)
 //   6. all ranks agree that steps 2-5 succeeded (one allreduce)      every rank blocks as long
 // start_save() and finish_save() split the same save in two (--checkpoint-async): start_save
 // takes the snapshot (step 1, collective) and hands steps 2-5 to a writer thread on rank 0;
@@ -42,6 +43,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -126,6 +128,8 @@ class Checkpointer {
   void shards_arrived(bool abandoned = false);  // wakes the writer
   // Rank 0: steps 2-5 of the protocol. "" if durable, else why (and the .partial is gone).
   std::string persist(const Snapshot& snap) const;
+  // Rank 0: step 5, reporting files that do not verify on stderr (once each).
+  void prune() const;
   // Collective: every rank learns rank 0's error and persist time.
   SaveOutcome agree(std::uint64_t step, const std::string& error, double persist_s) const;
   const checkpoint::MacKey* key() const;  // nullptr without a key
@@ -152,6 +156,9 @@ class Checkpointer {
   std::mutex arrival_mutex_;
   std::condition_variable arrival_;
   bool arrived_ = false, abandoned_ = false;
+  // Rank 0: the unverified files already reported by prune().
+  mutable std::mutex garbage_mutex_;
+  mutable std::set<std::string> garbage_reported_;
 };
 
 }  // namespace ringtrain

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "ringtrain/collectives/options.hpp"
+#include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/train/progress_driver.hpp"
@@ -34,11 +35,11 @@ struct Choice {
 
 enum class OptimizerKind { kSgd, kAdamw };
 enum class ScheduleKind { kConstant, kStep, kCosine };
-enum class LrScaling { kNone, kLinear, kSqrt };    // --lr relative to batch 128
-enum class SyncBn { kAuto, kOn, kOff };            // auto: on when the model has BatchNorm
-enum class GemmChoice { kAuto, kOpenblas, kOwn };  // blas.hpp resolves auto for this CPU
+enum class LrScaling { kNone, kLinear, kSqrt };            // --lr relative to batch 128
+enum class SyncBn { kAuto, kOn, kOff };                    // auto: on when the model has BatchNorm
+enum class GemmChoice { kAuto, kOpenblas, kOwn };          // blas.hpp resolves auto for this CPU
 enum class CollectiveKind { kRing, kMpi, kHierarchical };  // ring, MPI_Allreduce, two-level
-enum class Overlap { kOn, kOff, kAlternate };      // alternate: on in even steps, off in odd
+enum class Overlap { kOn, kOff, kAlternate };  // alternate: on in even steps, off in odd
 enum class OnOff { kOn, kOff };
 // --zero-gather: where a ZeRO-1 save's shards reach rank 0 (checkpointer.hpp)
 enum class ZeroGather { kSnapshot, kWriter };
@@ -143,7 +144,8 @@ template <typename E>
 E parse_choice(std::string_view text, std::string_view flag) {
   for (const Choice<E>& c : choices<E>())
     if (c.name == text) return c.value;
-  throw UsageError(fmt::format("{} {}: choose one of {}", flag, text, choice_list<E>(", ")));
+  throw UsageError(
+      fmt::format("{} {}: choose one of {}", flag, files::escaped(text), choice_list<E>(", ")));
 }
 
 }  // namespace ringtrain

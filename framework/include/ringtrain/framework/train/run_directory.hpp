@@ -2,12 +2,13 @@
 //   manifest.json    what was run (config, world, reduction, versions) and its results;
 //                    rewritten atomically (temp file + rename) whenever results change
 //   metrics.jsonl    one JSON object per logged step or evaluation, appended and flushed
+// Files found there are untrusted: a manifest.json, metrics.jsonl or a temporary that is a
+// FIFO, a directory or a device is refused (files/), never opened blindly.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 namespace ringtrain {
@@ -25,13 +26,19 @@ class RunDirectory {
   // the resumed one will log them again), so metrics.jsonl reads as one uninterrupted run.
   void truncate_metrics_after(std::uint64_t step);
 
+  // metrics.jsonl larger than this is refused by truncate_metrics_after.
+  static constexpr std::size_t kMaxMetricsBytes = std::size_t{1} << 30;
+
  private:
+  // Opens metrics.jsonl for appending; refuses it if it exists and is not a regular file.
+  void open_metrics();
   std::filesystem::path dir_;
   std::ofstream metrics_;
 };
 
-// Writes `text` to `path` so that a reader sees the old or the new file, never a torn one
-// (through `path`.tmp and a rename; the temporary file is removed when either fails).
+// Writes `text` to `path` so that a reader sees the old or the new file, never a torn one:
+// files::write_file_atomically (a destination that is not a regular file is refused, the
+// temporary `path`.tmp is created new beside it, fsynced, renamed; removed if anything fails).
 void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace ringtrain
