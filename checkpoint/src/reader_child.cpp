@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "contained_data.hpp"
 #include "hdf5_handle.hpp"
 #include "posix_io.hpp"
 #include "reader.hpp"
@@ -101,8 +102,9 @@ void serve_read(const fs::path& file, const Expected& expected, const MacKey* ke
   }
 }
 
-// Runs the request (wire.hpp); writes the reply's result part (after kOk).
-void serve(detail::WireReader& in, detail::Wire& out) {
+// Runs the request (wire.hpp); writes the reply's result part (after kOk) to `out`, or, for a
+// data file, the whole reply to stdout itself (returns true then).
+bool serve(detail::WireReader& in, detail::Wire& out) {
   if (in.u64() != detail::kProtocol)
     throw CheckpointError("(request)",
                           "the contained reader executable belongs to another ringtrain build");
@@ -120,13 +122,19 @@ void serve(detail::WireReader& in, detail::Wire& out) {
   crash_if_asked(file);
   switch (op) {
     case detail::Operation::kRead:
-      return serve_read(file, detail::get_schema(in), k, out);
+      serve_read(file, detail::get_schema(in), k, out);
+      return false;
     case detail::Operation::kVerify:
       out.u64(detail::kOk);
-      return detail::put_verify(out, verify_file(file, k));
+      detail::put_verify(out, verify_file(file, k));
+      return false;
     case detail::Operation::kDescribe:
       out.u64(detail::kOk);
-      return out.text(describe_file(file, k));
+      out.text(describe_file(file, k));
+      return false;
+    case detail::Operation::kData:
+      detail::serve_data_file(file, in, STDOUT_FILENO);
+      return true;
   }
   throw CheckpointError(file, "unknown contained reader operation");
 }
@@ -143,7 +151,10 @@ int serve_contained_reader(int /*argc*/, char** /*argv*/) {
   detail::Wire out;
   try {
     detail::WireReader in(request, "(request)");
-    serve(in, out);
+    if (serve(in, out)) {
+      ::close(STDOUT_FILENO);
+      return 0;
+    }
   } catch (const CheckpointError& e) {
     out = detail::Wire();
     out.u64(detail::kRefused);

@@ -18,9 +18,10 @@ namespace ringtrain::checkpoint::detail {
 // A request: kProtocol, the operation, the file, the key (flag, then its bytes), the limits
 // (CPU seconds, address-space bytes), then for kRead the expected schema.
 // A reply: kOk then the result, or kRefused then the reason and the HDF5 stack.
-enum class Operation : std::uint64_t { kRead = 1, kVerify = 2, kDescribe = 3 };
+// kData: a user's HDF5 dataset file (data_file.hpp; contained_data.cpp has its reply).
+enum class Operation : std::uint64_t { kRead = 1, kVerify = 2, kDescribe = 3, kData = 4 };
 // The first word of a request: a reader executable of another build refuses it.
-inline constexpr std::uint64_t kProtocol = 0x5254524541440002;  // "RTREAD" 2
+inline constexpr std::uint64_t kProtocol = 0x5254524541440003;  // "RTREAD" 3
 inline constexpr std::uint64_t kOk = 0, kRefused = 1;
 // Before each entry of a read's result: its value follows (put_entry), or where it lies in
 // the file (offset, bytes, stored xxh3).

@@ -3,6 +3,7 @@
 // they are; every defect of a user's file is refused with the file (and dataset) named.
 #include "ringtrain/framework/data/user_data.hpp"
 
+#include <hdf5.h>
 #include <xxhash.h>
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ringtrain/framework/data/idx.hpp"
 #include "ringtrain/framework/data/npy.hpp"
 #include "user_data_files.hpp"
 
@@ -425,7 +427,12 @@ TEST_CASE("a memory limit: mapped samples do not count, data read into memory ov
   CHECK_THAT(data_error_message([&] { load_data(tmp / "chunked.h5", limited); }),
              Contains("chunked.h5: the data would hold 62800 bytes in memory") &&
                  Contains("more than --data-memory-limit 20000 bytes"));
+  // IDX: the train images alone (13 x 784 floats, 40768 bytes) are over 20000: refused from
+  // the header, before inflating; under 50000 each file fits and the four together do not.
   CHECK_THAT(data_error_message([&] { load_data(tmp / "idx", limited); }),
+             Contains("train-images-idx3-ubyte.gz: the header says 13 images") &&
+                 Contains("refused before inflating"));
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "idx", {.memory_limit_bytes = 50000}); }),
              Contains("62800 bytes") && Contains("IDX files are compressed"));
   // A chunked dataset larger than the limit is refused before it is read.
   CHECK_THAT(
@@ -592,4 +599,113 @@ TEST_CASE("npy_float32_array writes a .npy file that the reader takes back", "[d
     CHECK(Bytes(bytes.begin() + std::ptrdiff_t(header.data_offset), bytes.end()) ==
           le_bytes(values));
   }
+}
+
+namespace {
+
+// An HDF5 file whose /train/x is chunked (chunks of 4 rows) and compressed over `rows` rows
+// of 784 bytes, of which only the first `written_rows` were written (0: none).
+void write_partly_written(const std::filesystem::path& path, hsize_t rows, hsize_t written_rows) {
+  const SmallData data;
+  std::vector<H5Array> arrays = data.h5_arrays(false);
+  arrays.erase(arrays.begin());
+  write_h5(path, arrays);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  const hsize_t dims[4] = {rows, 1, 28, 28}, chunk[4] = {4, 1, 28, 28};
+  const hid_t space = H5Screate_simple(4, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 4, chunk);
+  H5Pset_deflate(dcpl, 4);
+  const hid_t ds =
+      H5Dcreate2(file, "/train/x", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  REQUIRE(ds >= 0);
+  if (written_rows > 0) {
+    const hsize_t start[4] = {0, 0, 0, 0}, count[4] = {written_rows, 1, 28, 28};
+    const hid_t memory = H5Screate_simple(4, count, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const Bytes body = image_body(static_cast<std::uint32_t>(written_rows), 28, 28);
+    REQUIRE(H5Dwrite(ds, H5T_NATIVE_UINT8, memory, space, H5P_DEFAULT, body.data()) >= 0);
+    H5Sclose(memory);
+  }
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+
+}  // namespace
+
+TEST_CASE("size before memory: HDF5 storage never written is refused before anything is read",
+          "[data][user][hostile]") {
+  TempDir tmp;
+  // 2^25 rows declared, nothing written: a few kilobytes that would be 26 GB of fill zeros.
+  write_partly_written(tmp / "empty.h5", hsize_t{1} << 25, 0);
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "empty.h5"); }),
+             Contains("empty.h5 /train/x") && Contains("never (fully) written"));
+  // 13 rows declared, the first 4 (one chunk) written: the other chunks would be fill zeros.
+  write_partly_written(tmp / "part.h5", 13, 4);
+  CHECK_THAT(data_error_message([&] { load_data(tmp / "part.h5"); }),
+             Contains("part.h5 /train/x: 1 of its 4 chunks are allocated"));
+  // All 13 written: it loads.
+  write_partly_written(tmp / "whole.h5", 13, 13);
+  CHECK(load_data(tmp / "whole.h5").train.size() == 13);
+}
+
+TEST_CASE("size before memory: a gzip'd IDX header is checked before a byte is inflated",
+          "[data][idx][hostile]") {
+  TempDir tmp;
+  // A header that announces 2^31 - 1 images, followed by 20 real ones: about 16 KB of gzip.
+  write_gzip(tmp / "images.gz", idx_bytes(0x803, {0x7fffffffu, 28, 28}, image_body(20, 28, 28)));
+  CHECK_THAT(
+      data_error_message([&] { ringtrain::data::read_idx_images(tmp / "images.gz", 28, 28); }),
+      Contains("images.gz: the header says 2147483647 images of 784 bytes") &&
+          Contains("inflates to at most") && Contains("refused before inflating"));
+  // 200 images that the file does hold, but not as floats within a limit of 100 KB.
+  write_gzip(tmp / "two-hundred.gz", idx_bytes(0x803, {200, 28, 28}, image_body(200, 28, 28)));
+  CHECK_THAT(data_error_message(
+                 [&] { ringtrain::data::read_idx_images(tmp / "two-hundred.gz", 28, 28, 100000); }),
+             Contains("627200 bytes as floats") && Contains("--data-memory-limit 100000"));
+  CHECK(ringtrain::data::read_idx_images(tmp / "two-hundred.gz", 28, 28, 1000000).count == 200);
+}
+
+TEST_CASE("bytes from a file reach messages escaped and cut", "[data][npy][hostile]") {
+  TempDir tmp;
+  // A descr that would clear the screen and set the window title, with a NUL in the middle.
+  const std::string descr =
+      std::string("\x1b[2J\x1b]0;owned\x07", 14) + std::string(1, '\0') + "<f4";
+  write_plain(tmp / "x.npy", npy_bytes(descr, {2, 2}, Bytes(16, 0)));
+  const std::string message = data_error_message([&] { ringtrain::data::read_npy(tmp / "x.npy"); });
+  CHECK_THAT(message, Contains("descr '\\x1b[2J\\x1b]0;owned\\x07\\x00<f4'"));
+  CHECK(std::none_of(message.begin(), message.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
+  // A key of 5000 bytes is shown cut, with its length.
+  const std::string key(5000, 'k');
+  write_plain(tmp / "k.npy", npy_header("{'" + key + "': 1, }", 1));
+  CHECK_THAT(data_error_message([&] { ringtrain::data::read_npy(tmp / "k.npy"); }),
+             Contains("... (5000 bytes)"));
+}
+
+TEST_CASE("a mapped data file that shrinks: the read is refused naming the file, no SIGBUS",
+          "[data][user][hostile]") {
+  TempDir tmp;
+  const std::uint64_t n = 4096;  // 4096 x 64 floats = 1 MiB: many pages past the cut
+  write_plain(tmp / "x.npy", npy_bytes("<f4", {n, 64}, le_bytes(std::vector<float>(n * 64, 0.5f))));
+  write_plain(tmp / "y.npy", npy_bytes("<i8", {n}, le_bytes(std::vector<std::int64_t>(n, 1))));
+  const ringtrain::data::StoredArray x = ringtrain::data::read_npy(tmp / "x.npy");
+  const ringtrain::data::StoredArray y = ringtrain::data::read_npy(tmp / "y.npy");
+  const Dataset d = ringtrain::data::make_dataset(x, y, 2);
+  REQUIRE(d.mapped.file != nullptr);
+  CHECK_FALSE(d.mapped.file->shrank());
+  std::filesystem::resize_file(tmp / "x.npy", 4096);  // someone truncates it mid-run
+  CHECK(d.mapped.file->shrank());
+  std::vector<std::uint64_t> last = {n - 1};
+  std::vector<float> out(64);
+  std::vector<std::int32_t> label(1);
+  CHECK_THAT(data_error_message([&] { ringtrain::data::gather_batch(d, last, out, label); }),
+             Contains("x.npy: the file shrank to 4096 bytes while the run had it mapped"));
+  // A sample still inside the file is read as before.
+  std::vector<std::uint64_t> first = {0};
+  ringtrain::data::gather_batch(d, first, out, label);
+  CHECK(out[0] == 0.5f);
 }

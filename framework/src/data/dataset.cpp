@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -94,7 +95,7 @@ fs::path default_data_dir() {
 
 Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_file,
                          const IdxSpec& spec, bool digest) {
-  IdxImages images = read_idx_images(images_file, spec.rows, spec.cols);
+  IdxImages images = read_idx_images(images_file, spec.rows, spec.cols, spec.memory_limit_bytes);
   const std::vector<std::uint8_t> labels = read_idx_labels(labels_file, spec.num_classes);
   if (images.count != labels.size())
     throw DataError(
@@ -116,7 +117,8 @@ Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_fil
   return dataset;
 }
 
-Dataset load_fashion_mnist(const fs::path& dir, Split split, bool digest) {
+Dataset load_fashion_mnist(const fs::path& dir, Split split, bool digest,
+                           std::uint64_t memory_limit_bytes) {
   std::error_code ec;
   if (!fs::exists(dir, ec))
     throw DataError(fmt::format(
@@ -131,7 +133,8 @@ Dataset load_fashion_mnist(const fs::path& dir, Split split, bool digest) {
   const SplitFiles names = split_files(split);
   const fs::path images_file = find_file(dir, names.images, split);
   const fs::path labels_file = find_file(dir, names.labels, split);
-  return load_idx_dataset(images_file, labels_file, IdxSpec{}, digest);
+  return load_idx_dataset(images_file, labels_file,
+                          IdxSpec{.memory_limit_bytes = memory_limit_bytes}, digest);
 }
 
 void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,
@@ -176,7 +179,15 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
     }
   };
   constexpr std::size_t kMinSamplesPerThread = 32;
-  blas::parallel_ranges(k, kMinSamplesPerThread, gather_range);
+  if (!dataset.mapped.file) return blas::parallel_ranges(k, kMinSamplesPerThread, gather_range);
+  // A mapped file that shrank raises SIGBUS on a read past its new end: each range copies
+  // under read_mapped, and a failed one is reported here, after every thread is done.
+  std::atomic<bool> failed = false;
+  auto guarded_range = [&](std::size_t begin, std::size_t end) {
+    if (!read_mapped([&] { gather_range(begin, end); })) failed = true;
+  };
+  blas::parallel_ranges(k, kMinSamplesPerThread, guarded_range);
+  if (failed) throw DataError(dataset.mapped.file->shrank_message());
 }
 
 }  // namespace ringtrain::data

@@ -62,6 +62,9 @@ class GzReader {
     if (!fs::exists(file, ec)) fail(file, "file not found");
     if (fs::is_directory(file, ec)) fail(file, "is a directory, expected an IDX file");
     if (ends_with_gz(file)) check_gzip_magic(file);
+    stored_bytes_ = fs::file_size(file, ec);
+    if (ec) fail(file, fmt::format("cannot read its size: {}", ec.message()));
+    compressed_ = ends_with_gz(file);
     errno = 0;
     gz_.reset(gzopen(file.c_str(), "rb"));
     if (!gz_) fail(file, fmt::format("cannot open: {}", std::strerror(errno)));
@@ -85,6 +88,11 @@ class GzReader {
 
   // Decompressed bytes delivered so far.
   std::uint64_t total_bytes() const { return total_bytes_; }
+  // A gzip file: the most bytes it can inflate to (kMaxGzipRatio times its size). A plain
+  // file needs no such bound: reading it stops at its end.
+  bool compressed() const { return compressed_; }
+  std::uint64_t most_bytes() const { return stored_bytes_ * kMaxGzipRatio; }
+  std::uint64_t stored_bytes() const { return stored_bytes_; }
 
  private:
   // After a short read: Z_OK means a clean end of data; anything else is a damaged stream
@@ -107,6 +115,8 @@ class GzReader {
   fs::path file_;
   std::unique_ptr<gzFile_s, GzClose> gz_;
   std::uint64_t total_bytes_ = 0;
+  std::uint64_t stored_bytes_ = 0;  // the file's size on disk
+  bool compressed_ = false;
 };
 
 std::uint32_t big_endian_u32(const std::uint8_t* p) {
@@ -153,6 +163,13 @@ std::vector<std::uint8_t> read_body(GzReader& in, const fs::path& file, std::uin
   if (count > UINT64_MAX / sample_bytes)
     fail(file, fmt::format("header sizes overflow: {} {} of {} bytes", count, kind, sample_bytes));
   const std::uint64_t body_bytes = count * sample_bytes;
+  // Before a byte of the body is inflated: can the file hold what the header announces?
+  if (in.compressed() && body_bytes > in.most_bytes())
+    fail(file, fmt::format("the header says {} {} of {} bytes ({} bytes), but a gzip file of {} "
+                           "bytes inflates to at most {} bytes (deflate's ratio is at most "
+                           "{}:1): the header lies; refused before inflating",
+                           count, kind, sample_bytes, body_bytes, in.stored_bytes(),
+                           in.most_bytes(), kMaxGzipRatio));
   std::vector<std::uint8_t> body;
   body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(body_bytes, 64u << 20)));
   while (body.size() < body_bytes) {
@@ -185,7 +202,7 @@ std::vector<std::uint8_t> read_body(GzReader& in, const fs::path& file, std::uin
 }  // namespace
 
 IdxImages read_idx_images(const fs::path& file, std::size_t expected_rows,
-                          std::size_t expected_cols) {
+                          std::size_t expected_cols, std::uint64_t memory_limit_bytes) {
   if (expected_rows == 0 || expected_cols == 0)
     throw UsageError(fmt::format("read_idx_images: expected image size {}x{} must be positive",
                                  expected_rows, expected_cols));
@@ -196,6 +213,12 @@ IdxImages read_idx_images(const fs::path& file, std::size_t expected_rows,
     fail(file, fmt::format("wrong image size: header says {}x{} pixels (rows x cols), expected "
                            "{}x{}",
                            rows, cols, expected_rows, expected_cols));
+  // The images as floats (4 bytes a pixel) within the memory limit, before inflating them.
+  if (memory_limit_bytes > 0 && count > memory_limit_bytes / 4 / (rows * cols))
+    fail(file, fmt::format("the header says {} images of {}x{} pixels, {} bytes as floats in "
+                           "memory, more than --data-memory-limit {} bytes: refused before "
+                           "inflating them",
+                           count, rows, cols, count * rows * cols * 4, memory_limit_bytes));
   IdxImages images;
   images.pixels = read_body(in, file, count, rows * cols, "images");
   images.count = static_cast<std::size_t>(count);

@@ -4,12 +4,15 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -59,11 +62,68 @@ MappedFile::MappedFile(const std::filesystem::path& file) : path_(file) {
     }
     data_ = static_cast<const std::uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps the file
+  fd_ = fd;
 }
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool MappedFile::shrank() const {
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < size_;
+}
+
+std::string MappedFile::shrank_message() const {
+  struct stat st {};
+  const long long now = ::fstat(fd_, &st) == 0 ? static_cast<long long>(st.st_size) : -1;
+  return fmt::format(
+      "{}: the file shrank to {} bytes while the run had it mapped ({} bytes when "
+      "loaded): its data can no longer be read; the run stops here, its last "
+      "checkpoint is kept (restore the file and resume)",
+      path_.string(), now, size_);
+}
+
+namespace {
+
+// The read_mapped() of this thread, if one is running: where a SIGBUS jumps back to.
+thread_local sigjmp_buf* t_mapped_read = nullptr;
+struct sigaction g_previous_sigbus {};
+
+void on_sigbus(int signal, siginfo_t* info, void* context) {
+  if (sigjmp_buf* back = t_mapped_read) {
+    t_mapped_read = nullptr;
+    siglongjmp(*back, 1);
+  }
+  // Not ours: hand the fault to whoever handled it before (the instruction runs again).
+  sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+  (void)signal, (void)info, (void)context;
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    // SA_NODEFER: the handler leaves by siglongjmp without restoring the signal mask
+    // (sigsetjmp(.., 0) is cheap), so SIGBUS must not be blocked while it runs.
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+}  // namespace
+
+bool read_mapped(const std::function<void()>& read) {
+  install_sigbus_handler();
+  sigjmp_buf back;
+  if (sigsetjmp(back, 0) != 0) return false;  // a SIGBUS inside read()
+  t_mapped_read = &back;
+  read();
+  t_mapped_read = nullptr;
+  return true;
 }
 
 std::uint64_t StoredArray::items() const {

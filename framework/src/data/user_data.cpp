@@ -299,8 +299,8 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
 
 DataSplits load_idx(const fs::path& dir, const LoadOptions& options) {
   DataSplits splits;
-  splits.train = load_fashion_mnist(dir, Split::kTrain, options.digest);
-  splits.test = load_fashion_mnist(dir, Split::kTest, options.digest);
+  splits.train = load_fashion_mnist(dir, Split::kTrain, options.digest, options.memory_limit_bytes);
+  splits.test = load_fashion_mnist(dir, Split::kTest, options.digest, options.memory_limit_bytes);
   splits.info.path = dir.string();
   splits.info.layout = DataLayout::kIdx;
   splits.info.sample_shape = splits.train.sample_shape;
@@ -312,7 +312,8 @@ DataSplits load_idx(const fs::path& dir, const LoadOptions& options) {
     splits.info.arrays.push_back(
         {kArrayNames[i], dir.string(), DType::kUint8, shape, false, i % 2 ? d.y_xxh3 : d.x_xxh3});
   }
-  // The IDX reader has decompressed both splits by now: this limits what the run keeps.
+  // Each images file was checked against the limit before it was inflated; this checks the
+  // four arrays together.
   check_memory_limit(splits.info, options);
   if (options.digest) splits.info.digest = data_digest(splits.info.arrays);
   return splits;

@@ -9,6 +9,7 @@
 
 #include "ringtrain/collectives/exact_sum.hpp"
 #include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
 namespace ringtrain {
@@ -134,10 +135,15 @@ std::size_t DataParallelStep::take_slice(const data::GlobalBatch& batch) {
       plan_.local_batches, static_cast<std::size_t>(comm_.rank()), batch.samples.size());
   for (std::size_t i = 0; i < mine.count; ++i) sample_ids_[i] = batch.samples[mine.begin + i];
   const std::size_t pixels = num_elements(model_.input_shape());
-  data::gather_batch(train_, std::span(sample_ids_).first(mine.count),
-                     std::span(inputs_).first(mine.count * pixels),
-                     std::span(labels_).first(train_.regression() ? 0 : mine.count),
-                     std::span(targets_).first(mine.count * train_.num_targets));
+  try {
+    data::gather_batch(train_, std::span(sample_ids_).first(mine.count),
+                       std::span(inputs_).first(mine.count * pixels),
+                       std::span(labels_).first(train_.regression() ? 0 : mine.count),
+                       std::span(targets_).first(mine.count * train_.num_targets));
+  } catch (const DataError& e) {
+    data_failure_ = e.what();  // the step goes on, poisoned, so no rank waits for this one
+    std::fill_n(labels_.begin(), train_.regression() ? 0 : mine.count, 0);
+  }
   return mine.count;
 }
 
@@ -164,7 +170,7 @@ LossResult DataParallelStep::forward_and_loss(std::size_t n, std::size_t global_
 // A non-finite loss poisons the gradient before its first bucket starts, so the sum carries
 // it and every rank skips the step together.
 void DataParallelStep::backward(std::size_t n, bool loss_finite) {
-  poison_ = !loss_finite || faults_.poison_gradient(comm_.rank(), step_);
+  poison_ = !loss_finite || !data_failure_.empty() || faults_.poison_gradient(comm_.rank(), step_);
   model_.backward(dlogits_, n, context(n, true), backward_hook_);
 }
 

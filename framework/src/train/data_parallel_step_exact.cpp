@@ -110,7 +110,8 @@ double DataParallelStep::exact_loss(std::span<const float> outputs, std::span<fl
 // rank sees the same (non-)finite gradient without another agreement.
 bool DataParallelStep::exact_sum_and_update(bool local_ok) {
   watchdog_.enter("allreduce", step_);
-  if (!local_ok || faults_.poison_gradient(comm_.rank(), step_)) exact_->poison();
+  if (!local_ok || !data_failure_.empty() || faults_.poison_gradient(comm_.rank(), step_))
+    exact_->poison();
   faults_.before_gradient_sum(comm_.rank(), step_);
   ParameterStore& params = model_.parameters();
   const double t0 = now_s();

@@ -124,9 +124,15 @@ ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes, int 
   o.update_per_bucket = c.bucket_update == OnOff::kOn;
   o.driver = c.progress;
   switch (c.collective) {
-    case CollectiveKind::kRing: o.ring.algorithm = coll::Algorithm::kRing; break;
-    case CollectiveKind::kMpi: o.ring.algorithm = coll::Algorithm::kMpi; break;
-    case CollectiveKind::kHierarchical: o.ring.algorithm = coll::Algorithm::kHierarchical; break;
+    case CollectiveKind::kRing:
+      o.ring.algorithm = coll::Algorithm::kRing;
+      break;
+    case CollectiveKind::kMpi:
+      o.ring.algorithm = coll::Algorithm::kMpi;
+      break;
+    case CollectiveKind::kHierarchical:
+      o.ring.algorithm = coll::Algorithm::kHierarchical;
+      break;
   }
   o.ring.wire = c.wire;
   if (c.segments_in_flight > 0) o.overlap_segments_in_flight = c.segments_in_flight;
@@ -153,6 +159,8 @@ class TrainingRun {
   void continue_from(const std::optional<std::filesystem::path>& resumed_from);
   double job_mtbf_from_hosts();
   void count_skipped(std::uint64_t step, bool applied);
+  void stop_if_data_failed(const std::string& failure);
+  void check_mapped_data();
   void account(const StepOutcome& outcome, std::uint64_t step);
   bool after_step(std::uint64_t step);
   void evaluate_now(std::uint64_t done);
@@ -424,11 +432,10 @@ double TrainingRun::job_mtbf_from_hosts() {
   say(fmt::format("job MTBF mu = node MTBF {:.6g} s / {} host{} = {:.6g} s", job.node_mtbf_s,
                   job.hosts, job.hosts == 1 ? "" : "s", job.mtbf_s));
   if (run_dir_)
-    run_dir_->append_metrics({{"step", progress_.step},
-                              {"job_mtbf",
-                               {{"node_mtbf_s", job.node_mtbf_s},
-                                {"hosts", job.hosts},
-                                {"mtbf_s", job.mtbf_s}}}});
+    run_dir_->append_metrics(
+        {{"step", progress_.step},
+         {"job_mtbf",
+          {{"node_mtbf_s", job.node_mtbf_s}, {"hosts", job.hosts}, {"mtbf_s", job.mtbf_s}}}});
   return job.mtbf_s;
 }
 
@@ -439,6 +446,7 @@ void TrainingRun::count_skipped(std::uint64_t step, bool applied) {
     progress_.nonfinite_in_a_row = 0;
     return;
   }
+  stop_if_data_failed(step_->data_failure());
   ++progress_.skipped_steps;
   if (++progress_.nonfinite_in_a_row > config_.max_nonfinite_steps)
     throw AgreedError(fmt::format(
@@ -447,6 +455,30 @@ void TrainingRun::count_skipped(std::uint64_t step, bool applied) {
         step, progress_.nonfinite_in_a_row));
   bar_->message(
       fmt::format("step {}: gradient not finite on some rank: step skipped on all ranks", step));
+}
+
+// Collective. A rank that could not read its samples poisoned the step; every rank learns it
+// here (only after a skipped step: no cost otherwise) and all stop with that rank's message.
+// The run ends without a save: the last durable checkpoint is the restart point.
+void TrainingRun::stop_if_data_failed(const std::string& failure) {
+  double failed[1] = {failure.empty() ? 0.0 : 1.0};
+  coll::allreduce_sum(comm_, std::span<double>(failed));
+  if (failed[0] == 0.0) return;
+  std::string message = failure;
+  if (comm_.size() > 1)
+    for (const std::string& text : coll::gather_text(comm_, failure))
+      if (!text.empty() && message.empty()) message = text;
+  throw AgreedError(message.empty() ? "reading the data failed on another rank" : message);
+}
+
+// Collective, at each epoch boundary: a mapped data file that shrank stops every rank before
+// a read past its end would raise SIGBUS.
+void TrainingRun::check_mapped_data() {
+  std::string failure;
+  for (const data::Dataset* d : {&train_, &test_})
+    if (failure.empty() && d->mapped.file && d->mapped.file->shrank())
+      failure = d->mapped.file->shrank_message();
+  stop_if_data_failed(failure);
 }
 
 void TrainingRun::account(const StepOutcome& outcome, std::uint64_t step) {
@@ -465,6 +497,7 @@ void TrainingRun::account(const StepOutcome& outcome, std::uint64_t step) {
 bool TrainingRun::after_step(std::uint64_t step) {
   const std::uint64_t done = step + 1;
   const std::uint64_t total = facts_.total_steps;
+  if (done % facts_.steps_per_epoch == 0) check_mapped_data();
   if ((config_.replica_check_every > 0 && done % config_.replica_check_every == 0) ||
       done == total) {
     watchdog_.enter("replica check", step);

@@ -64,6 +64,9 @@ struct IdxSpec {
   std::size_t rows = 28;
   std::size_t cols = 28;
   std::size_t num_classes = 10;
+  // --data-memory-limit: the images as floats must fit before they are inflated (0: no check
+  // while reading; user_data.hpp checks the whole data after).
+  std::uint64_t memory_limit_bytes = 0;
 };
 
 enum class Split { kTrain, kTest };
@@ -86,7 +89,8 @@ Dataset load_idx_dataset(const std::filesystem::path& images_file,
 // or the same names without ".gz" (uncompressed), which are used when the .gz is absent.
 // Throws DataError: `dir` missing (with the hint to install dataset-fashion-mnist or pass
 // --data DIR), a file missing (named), or a malformed file.
-Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, bool digest = true);
+Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, bool digest = true,
+                           std::uint64_t memory_limit_bytes = 0);
 
 // Copies the samples `indices` of `dataset`, in order, into the step's buffers:
 //   indices:      (k) sample indices, each < dataset.size()

@@ -2,11 +2,12 @@
 // and its optional root attribute `classes`.
 //
 // Sits before training starts (user_data.hpp). A contiguous dataset without filters or
-// external storage is mapped where it lies in the file (H5Dget_offset); a chunked, compressed
-// or compact one is read into memory. The file is untrusted: links must be hard links inside
-// the file, dtype, byte order and rank are checked, and a dataset's stored size is checked
-// against the file size (mapped) or the machine's memory (read) before anything is mapped or
-// allocated. All HDF5 calls happen on the calling thread (Debian's HDF5 is not thread-safe).
+// external storage is mapped where it lies in the file; a chunked, compressed or compact one
+// is read into memory. The file is untrusted: libhdf5 parses it in a contained reader child
+// when the program enabled that (ringtrain does; checkpoint/data_file.hpp lists the checks:
+// hard links, dtype, byte order, rank, allocated storage, stored size against the file, a
+// compression ratio cap, the memory limit), all before anything is mapped or allocated here.
+// A file that crashes libhdf5 is refused: "the HDF5 library crashed while reading it".
 #pragma once
 
 #include <cstdint>
@@ -29,9 +30,10 @@ bool is_hdf5_file(const std::filesystem::path& file);
 
 // Reads the datasets `names` ("/train/x", ...) of `file`. Throws DataError naming the file and
 // dataset: not HDF5, a name missing or not a hard link to a dataset, an unsupported dtype, a
-// big-endian type, a rank of 0 or above 8, storage outside the file or external, a stored
-// size other than the shape's, a dataset to be read whose stored bytes exceed
-// `memory_limit_bytes` (0: this machine's memory), a bad `classes`.
+// big-endian type, a rank of 0 or above 8, storage outside the file, external or not
+// allocated, a stored size other than the shape's (or, compressed, more than 1032 times
+// smaller), a dataset to be read whose bytes exceed `memory_limit_bytes` (0: this machine's
+// memory), a bad `classes`, a crash of libhdf5 in the contained reader.
 Hdf5Arrays read_hdf5_arrays(const std::filesystem::path& file,
                             const std::vector<std::string>& names,
                             std::uint64_t memory_limit_bytes = 0);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,9 @@ const char* to_string(DType dtype);
 std::size_t item_bytes(DType dtype);
 
 // A whole file mapped read-only. Move-only; unmaps in the destructor.
+// A mapped file that shrinks under its mapping (truncated by someone while a run trains on
+// it) makes every read of a page past its new end raise SIGBUS: the reads that copy out of a
+// mapping run under read_mapped(), and the trainer asks shrank() at every epoch boundary.
 class MappedFile {
  public:
   // Throws DataError naming the file if it cannot be opened or mapped. An empty file maps to
@@ -38,12 +42,23 @@ class MappedFile {
 
   std::span<const std::uint8_t> bytes() const { return {data_, size_}; }
   const std::filesystem::path& path() const { return path_; }
+  // True if the file is now shorter than the mapping (fstat of the descriptor it keeps).
+  bool shrank() const;
+  // "<file>: the file shrank to N bytes while mapped (M when loaded): refused; ..."
+  std::string shrank_message() const;
 
  private:
   std::filesystem::path path_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;  // kept open: shrank() asks the file itself, whatever its name is now
 };
+
+// Runs `read`, which copies out of mapped files and holds nothing that needs a destructor,
+// so that a SIGBUS it raises (a mapped file shrank) ends `read` early and returns false
+// instead of killing the process. Any thread; nests nothing. A SIGBUS outside read_mapped
+// goes to the handler that was installed before (by default: the process dies).
+bool read_mapped(const std::function<void()>& read);
 
 struct StoredArray {
   std::string where;  // names it in messages: "d/train_x.npy" or "d.h5 /train/x"

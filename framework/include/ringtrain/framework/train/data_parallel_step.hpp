@@ -93,6 +93,10 @@ class DataParallelStep {
   const StepPlan& plan() const { return plan_; }
   // The learning rate of step `step`.
   float learning_rate(std::uint64_t step) const;
+  // Why this rank could not read its samples (a mapped data file shrank), "" if it could.
+  // Such a step is poisoned like a non-finite loss, so every rank skips it together; the
+  // trainer then stops all ranks with this message.
+  const std::string& data_failure() const { return data_failure_; }
 
  private:
   std::size_t take_slice(const data::GlobalBatch& batch);
@@ -148,6 +152,7 @@ class DataParallelStep {
   bool traced_ = false;       // this step is recorded in the trace
   double layer_end_s_ = 0.0;  // end of the previous layer's span
   bool poison_ = false;       // put a NaN into the gradient (non-finite loss, or a test)
+  std::string data_failure_;  // take_slice could not read the samples (data_failure())
   float lr_ = 0.0f;
   bool counted_ = false;  // optimizer->begin_step() done for this step
   StepTimes times_;
