@@ -37,6 +37,7 @@
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
 #include "ringtrain/framework/train/options.hpp"
+#include "ringtrain/framework/train/state_values.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 #include "ringtrain/models/registry.hpp"
 
@@ -192,7 +193,9 @@ void load_weights(const std::string& file, const StoredRun& run, Sequential& mod
     else
       expected.add(e.group, e.name, e.kind);
   }
-  restore_model(ck::read_file_contained(file, expected, nullptr, key), model);
+  const ck::StateTree tree = ck::read_file_contained(file, expected, nullptr, key);
+  check_state_values(tree, run.file.header, file);  // counters a seal cannot vouch for
+  restore_model(tree, model);
 }
 
 // BLAS threads and kernels as the run that wrote the checkpoint chose them.

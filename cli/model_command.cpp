@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/models/registry.hpp"
@@ -18,20 +19,23 @@ namespace {
 struct ModelArgs {
   std::string model;
   std::string input = "1,28,28";
-  std::size_t classes = 10;
+  std::int64_t classes = 10;  // signed: "-1" must be refused, not wrapped around
 };
 
 int print_model(const ModelArgs& args, bool leader) {
   const Shape input = parse_size_list(args.input, "--input");
   for (std::size_t d : input)
     if (d == 0) throw UsageError("--input " + args.input + ": sizes must be > 0");
-  if (args.classes == 0) throw UsageError("--classes 0: a model needs at least one class");
+  if (args.classes < 1 || args.classes > std::int64_t(data::kMaxClasses))
+    throw UsageError(
+        fmt::format("--classes {}: outside the range [1, {}]", args.classes, data::kMaxClasses));
+  const auto classes = static_cast<std::size_t>(args.classes);
   const std::unique_ptr<Sequential> model =
-      models::build_model(models::model_spec(args.model), input, args.classes);
+      models::build_model(models::model_spec(args.model), input, classes);
   model->plan(input, 1);
   if (leader)
     std::printf("model %s: samples %s, %zu classes\n%s", args.model.c_str(),
-                to_string(input).c_str(), args.classes, model->summary().c_str());
+                to_string(input).c_str(), classes, model->summary().c_str());
   return 0;
 }
 
@@ -45,7 +49,9 @@ void add_model(CLI::App& app, Runner& run, bool leader) {
       ->required();
   sub->add_option("--input", args->input, "per-sample shape, e.g. C,H,W or FEATURES")
       ->capture_default_str();
-  sub->add_option("--classes", args->classes, "number of classes (the last layer's width)")
+  sub->add_option("--classes", args->classes,
+                  fmt::format("number of classes (the last layer's width; range [1, {}])",
+                              data::kMaxClasses))
       ->capture_default_str();
   sub->callback(
       [&run, args, leader] { run = [args, leader] { return print_model(*args, leader); }; });

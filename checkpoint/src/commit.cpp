@@ -269,7 +269,8 @@ std::vector<fs::path> prune(const fs::path& dir, std::size_t keep,
 }
 
 std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& expected,
-                                        std::vector<std::string>* rejected, const MacKey* key) {
+                                        std::vector<std::string>* rejected, const MacKey* key,
+                                        const CandidateChecks& checks) {
   const auto reject = [&](std::string text) {
     if (rejected != nullptr) rejected->push_back(std::move(text));
   };
@@ -289,12 +290,15 @@ std::optional<Loaded> load_newest_valid(const fs::path& dir, const Expected& exp
   }
   for (const fs::path& path : list_checkpoints(dir)) {
     try {
+      if (checks.header) checks.header(path, read_header_contained(path, key));
       Header header;
       StateTree tree = read_file_contained(path, expected, &header, key);
       if (header.step != parse_checkpoint_name(path.filename()))
         throw CheckpointError(
             path, "header step " + std::to_string(header.step) + " does not match the file name");
-      return Loaded{path, std::move(header), std::move(tree)};
+      Loaded loaded{path, std::move(header), std::move(tree)};
+      if (checks.loaded) checks.loaded(loaded);
+      return loaded;
     } catch (const CheckpointError& error) {
       reject(rejection(path, error));
     }

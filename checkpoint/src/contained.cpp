@@ -97,6 +97,11 @@ void enable_contained_reader(const fs::path& executable, const ReaderLimits& lim
   detail::reader_settings() = detail::ReaderSettings{executable, limits};
 }
 
+void disable_contained_reader() {
+  detail::standby_child().reset();
+  detail::reader_settings().reset();
+}
+
 bool contained_reader_enabled() {
   return detail::reader_settings().has_value();
 }
@@ -138,7 +143,10 @@ StateTree read_file_contained(const fs::path& path, const Expected& expected, He
   }
   if (!in.done()) in.bad("bytes after the last entry");
   check_against_seal(path, seal, std::move(toc));
-  if (header_out != nullptr) *header_out = header;
+  if (header_out != nullptr) {
+    *header_out = header;
+    header_out->mac_present = seal && seal->has_mac;
+  }
   return tree;
 }
 
@@ -166,6 +174,19 @@ std::string describe_file_contained(const fs::path& path, const MacKey* key) {
   const std::string reply = child->reply();
   detail::WireReader in = open_reply(path, reply);
   return in.text(kMaxStringBytes);
+}
+
+Header read_header_contained(const fs::path& path, const MacKey* key) {
+  if (!contained_reader_enabled()) return read_header(path, key);
+  const detail::ReadOnlyFile raw = open_regular(path);
+  const auto child = child_for(path, detail::request_head(Operation::kHeader, path, raw, key));
+  const std::optional<detail::Seal> seal = check_seal_here(raw, path, key);
+  const std::string reply = child->reply();
+  detail::WireReader in = open_reply(path, reply);
+  Header header = detail::get_header(in);
+  if (!in.done()) in.bad("bytes after the header");
+  header.mac_present = seal && seal->has_mac;
+  return header;
 }
 
 }  // namespace ringtrain::checkpoint

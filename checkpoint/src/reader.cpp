@@ -218,6 +218,7 @@ void CheckedFile::read_header() {
   if (header_.world_size < 1)
     reject("root attribute 'world_size' is " + std::to_string(header_.world_size) + " (< 1)");
   header_.config_json = read_string_attribute(*this, root, kConfigAttribute, kMaxStringBytes);
+  header_.mac_present = seal_ && seal_->has_mac;
   const ObjectInfo info = root_.info();
   if (info.header_version < kMinObjectHeaderVersion)
     reject("root object header version " + std::to_string(info.header_version) +

@@ -132,6 +132,10 @@ bool serve(detail::WireReader& in, detail::Wire& out) {
       out.u64(detail::kOk);
       out.text(describe_file(file, k));
       return false;
+    case detail::Operation::kHeader:
+      out.u64(detail::kOk);
+      detail::put_header(out, read_header(file, k));
+      return false;
     case detail::Operation::kData:
       detail::serve_data_file(file, in, STDOUT_FILENO);
       return true;

@@ -19,7 +19,14 @@ namespace ringtrain::checkpoint::detail {
 // (CPU seconds, address-space bytes), then for kRead the expected schema.
 // A reply: kOk then the result, or kRefused then the reason and the HDF5 stack.
 // kData: a user's HDF5 dataset file (data_file.hpp; contained_data.cpp has its reply).
-enum class Operation : std::uint64_t { kRead = 1, kVerify = 2, kDescribe = 3, kData = 4 };
+// kHeader: read_header (the root attributes only).
+enum class Operation : std::uint64_t {
+  kRead = 1,
+  kVerify = 2,
+  kDescribe = 3,
+  kData = 4,
+  kHeader = 5
+};
 // The first word of a request: a reader executable of another build refuses it.
 inline constexpr std::uint64_t kProtocol = 0x5254524541440003;  // "RTREAD" 3
 inline constexpr std::uint64_t kOk = 0, kRefused = 1;

@@ -2,11 +2,13 @@
 // process checks the seal and reads the arrays the child located. What comes back must be
 // exactly what read_file, verify_file and describe_file give in this process, and a child
 // that refuses or dies must come back as a refusal naming the file.
+#include "ringtrain/checkpoint/contained.hpp"
+
 #include <cstdlib>
 #include <cstring>
 
 #include "checkpoint_files.hpp"
-#include "ringtrain/checkpoint/contained.hpp"
+#include "ringtrain/checkpoint/data_file.hpp"
 
 using namespace ringtrain::checkpoint;
 using namespace ringtrain::checkpoint::test;
@@ -50,8 +52,8 @@ void require_same(const StateTree& a, const StateTree& b) {
         REQUIRE(p.shape == q.shape);
         REQUIRE(p.values.size() == q.values.size());
         if (!p.values.empty())
-          REQUIRE(std::memcmp(p.values.data(), q.values.data(),
-                              p.values.size() * sizeof(float)) == 0);
+          REQUIRE(std::memcmp(p.values.data(), q.values.data(), p.values.size() * sizeof(float)) ==
+                  0);
         break;
       }
       case Kind::kInt64:
@@ -170,4 +172,92 @@ TEST_CASE("a refusal or a crash in the child is a refusal naming the file",
   }
   // The next read starts a healthy child again.
   require_same(tree, read_file_contained(file, Expected::of(tree)));
+}
+
+namespace {
+
+// A user's dataset file: /train/x contiguous float32 (600, 20) (mapped by the caller),
+// /train/y int64 (600) and /test/x float32 (3000, 1000), 12 MB, chunked and compressed (read
+// in the child and streamed in two pieces), /test/y uint8 (3000); `names` leaves out /test/y
+// if `complete` is false.
+void write_dataset_file(const fs::path& path, bool complete) {
+  const Id file = create_file(path, false);
+  const auto put = [&](const char* name, hid_t type, std::vector<hsize_t> dims, const void* data,
+                       bool chunked) {
+    const Id space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
+    const Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    const Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    if (chunked) {
+      std::vector<hsize_t> chunk = dims;
+      chunk[0] = std::min<hsize_t>(dims[0], 256);
+      H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+      H5Pset_deflate(dcpl, 1);
+    }
+    const Id ds(H5Dcreate2(file, name, type, space, lcpl, dcpl, H5P_DEFAULT), H5Dclose);
+    REQUIRE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+  };
+  const std::vector<float> train_x = pattern(600 * 20, 1.0f), test_x = pattern(3000 * 1000, 2.0f);
+  std::vector<std::int64_t> train_y(600);
+  std::vector<std::uint8_t> test_y(3000);
+  for (std::size_t i = 0; i < train_y.size(); ++i) train_y[i] = std::int64_t(i % 7);
+  for (std::size_t i = 0; i < test_y.size(); ++i) test_y[i] = std::uint8_t(i % 7);
+  put("/train/x", H5T_IEEE_F32LE, {600, 20}, train_x.data(), false);
+  put("/train/y", H5T_STD_I64LE, {600}, train_y.data(), true);
+  put("/test/x", H5T_IEEE_F32LE, {3000, 1000}, test_x.data(), true);
+  if (complete) put("/test/y", H5T_STD_U8LE, {3000}, test_y.data(), false);
+}
+
+}  // namespace
+
+TEST_CASE("a user's HDF5 dataset read in the child equals the read in this process",
+          "[checkpoint][contained][hostile]") {
+  enable_reader();
+  TempDir dir;
+  const fs::path file = dir / "data.h5";
+  write_dataset_file(file, true);
+  const std::vector<std::string> names = {"/train/x", "/train/y", "/test/x", "/test/y"};
+  for (const bool ahead : {false, true}) {
+    INFO((ahead ? "child started ahead" : "child started at the read"));
+    if (ahead) prepare_contained_reader();
+    const DataFile here = read_data_file(file, names, 0);
+    const DataFile child = read_data_file_contained(file, names, 0);
+    REQUIRE(child.arrays.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      INFO(names[i]);
+      CHECK(child.arrays[i].where == here.arrays[i].where);
+      CHECK(child.arrays[i].type == here.arrays[i].type);
+      CHECK(child.arrays[i].shape == here.arrays[i].shape);
+      CHECK(child.arrays[i].offset == here.arrays[i].offset);
+      CHECK(child.arrays[i].bytes == here.arrays[i].bytes);
+    }
+    CHECK(child.arrays[0].offset.has_value());        // contiguous: mapped by the caller
+    CHECK(child.arrays[2].bytes.size() == 12000000);  // chunked: streamed in pieces
+  }
+  // A refusal in the child is the in-process refusal; a crash there names the file.
+  write_dataset_file(dir / "three.h5", false);
+  const std::string here = refusal([&] { read_data_file(dir / "three.h5", names, 0); });
+  CHECK_THAT(here, Contains("three.h5 /test/y: missing"));
+  CHECK(refusal([&] { read_data_file_contained(dir / "three.h5", names, 0); }) == here);
+  CHECK_THAT(refusal([&] { read_data_file_contained(file, names, 1000000); }),
+             Contains("data.h5 /test/x") && Contains("--data-memory-limit 1000000 bytes"));
+  REQUIRE(::setenv(kReaderCrashVariable, "data.h5", 1) == 0);
+  const std::string crash = refusal([&] { read_data_file_contained(file, names, 0); });
+  REQUIRE(::unsetenv(kReaderCrashVariable) == 0);
+  CHECK_THAT(crash, Contains(file.string() +
+                             ": the HDF5 library crashed while reading it (SIGSEGV): refused"));
+}
+
+TEST_CASE("a header read in the child says whether the file carries a MAC",
+          "[checkpoint][contained][hostile]") {
+  enable_reader();
+  TempDir dir;
+  const MacKey key = MacKey::from_bytes(std::array<unsigned char, MacKey::kBytes>{7});
+  write_file(dir / "signed.h5", sample_header(), sample_tree(), &key);
+  write_file(dir / "plain.h5", sample_header(), sample_tree());
+  CHECK(read_header_contained(dir / "signed.h5").mac_present);
+  CHECK(read_header_contained(dir / "signed.h5", &key).mac_present);
+  CHECK(read_header(dir / "signed.h5").mac_present);
+  CHECK_FALSE(read_header_contained(dir / "plain.h5").mac_present);
+  CHECK(read_header_contained(dir / "plain.h5").config_json == sample_header().config_json);
 }

@@ -1,6 +1,10 @@
 // The default bucket cap of `ringtrain train` (bucket_default.hpp): from the built-in fit, or
 // from the JSON that `ringtrain bench allreduce --json` writes, and clear errors for a file
 // that is not one.
+#include "ringtrain/framework/train/bucket_default.hpp"
+
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -9,7 +13,6 @@
 #include <vector>
 
 #include "ringtrain/framework/error.hpp"
-#include "ringtrain/framework/train/bucket_default.hpp"
 
 using namespace ringtrain;
 
@@ -76,4 +79,40 @@ TEST_CASE("a cost-model file without a fit is a UsageError naming the file") {
     CHECK_THROWS_WITH(ring_fit_for_buckets(path, 2, false), Catch::Contains(path.string()));
     std::filesystem::remove(path);
   }
+}
+
+TEST_CASE("a cost-model file is read with typed access: each wrong value names the file and key",
+          "[hostile]") {
+  const struct {
+    std::string text, message;
+  } cases[] = {
+      {R"({"fit": {"alpha_s": "fast", "bandwidth_Bps": 1e9}})",
+       "fit.alpha_s: expected a number, found string"},
+      {R"({"fit": {"alpha_s": 1e-6, "bandwidth_Bps": null}})",
+       "fit.bandwidth_Bps: expected a number, found null"},
+      {R"({"fit": {"alpha_s": 1e-6, "bandwidth_Bps": 1e9}, "world_size": 1e300})",
+       "world_size = 1e+300: outside [0, 1048576]"},
+      {R"({"fit": {"alpha_s": 1e-6, "bandwidth_Bps": 1e9}, "world_size": "two"})",
+       "world_size: expected a number, found string"},
+      {R"({"fit": {"alpha_s": 1e-6, "bandwidth_Bps": 1e9, "regimes": {"a": 1}}})",
+       "fit.regimes: expected an array"},
+      {R"({"fit": {"alpha_s": 1e-6, "bandwidth_Bps": 1e9, "regimes": [{"alpha_s": 1e-6,
+          "bandwidth_Bps": 1e9}, {"alpha_s": 1e-6, "bandwidth_Bps": 1e9, "to_bytes": [1]}]}})",
+       "fit.regimes[1].to_bytes: expected a number, found array"},
+      {R"({"fit": [1, 2]})", "fit: expected an object"},
+  };
+  for (const auto& c : cases) {
+    const auto path = write_temp(c.text);
+    INFO(c.text);
+    CHECK_THROWS_AS(ring_fit_for_buckets(path, 2, false), UsageError);
+    CHECK_THROWS_WITH(ring_fit_for_buckets(path, 2, false),
+                      Catch::Contains("--cost-model " + path.string() + ": " + c.message));
+    std::filesystem::remove(path);
+  }
+  // A FIFO is refused at once, not waited on.
+  const auto fifo = write_temp("");
+  std::filesystem::remove(fifo);
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(ring_fit_for_buckets(fifo, 2, false), Catch::Contains("is a FIFO"));
+  std::filesystem::remove(fifo);
 }

@@ -67,8 +67,10 @@ std::string other_value(const TrainOption& option) {
   switch (option.kind) {
     case ValueKind::kWhole:
       return std::to_string(std::stoll(text) + 1);
-    case ValueKind::kReal:
-      return fmt::format("{}", std::stod(text) + 0.25);
+    case ValueKind::kReal: {  // inside the option's range
+      const double v = std::stod(text);
+      return fmt::format("{}", v + 0.25 <= option.maximum ? v + 0.25 : v - 0.25);
+    }
     case ValueKind::kSwitch:
       return text == "true" ? "false" : "true";
     case ValueKind::kChoice:
@@ -142,8 +144,9 @@ TEST_CASE("options: values are parsed strictly and errors name the flag", "[opti
   CHECK(config.steps == 6);
   const TrainOption& lr = *find_train_option("lr");
   CHECK_THROWS_WITH(lr.set(config, "fast"), "--lr fast: not a number");
-  lr.set(config, "-0.1");  // parses; validate() rejects it
-  CHECK_THROWS_WITH(config.validate(1), "--lr -0.1: the learning rate must be > 0");
+  CHECK_THROWS_WITH(lr.set(config, "-0.1"), "--lr -0.1: outside the range [0, 1000]");
+  lr.set(config, "0");  // in the range; validate() rejects it
+  CHECK_THROWS_WITH(config.validate(1), "--lr 0: the learning rate must be > 0");
   find_train_option("no-eval")->set(config, "true");
   CHECK_FALSE(config.evaluate);
 }
@@ -165,4 +168,39 @@ TEST_CASE("options: the TOML reader names the file, line and key of a bad entry"
   apply_config_toml(config, "# a comment\nmodel = \"cnn\" # trailing\nnesterov = true\n", "x");
   CHECK(config.model == "cnn");
   CHECK(config.nesterov);
+}
+
+TEST_CASE("options: every number has a range, stated in --help and enforced before storing",
+          "[options][hostile]") {
+  std::size_t numeric = 0;
+  for (const TrainOption& o : train_options()) {
+    if (o.kind != ValueKind::kWhole && o.kind != ValueKind::kReal) continue;
+    ++numeric;
+    INFO(o.name);
+    CHECK(o.minimum < o.maximum);
+    CHECK_THAT(o.help, Catch::Contains("range ["));
+  }
+  CHECK(numeric >= 30);
+  TrainConfig config;
+  const struct {
+    const char* option;
+    const char* text;
+    const char* message;
+  } absurd[] = {
+      {"blas-threads", "100000", "--blas-threads 100000: outside the range [0, 1024]"},
+      {"trace-steps", "2000000000", "--trace-steps 2000000000: outside the range [0, 10000]"},
+      {"epochs", "1e300", "--epochs 1e300: outside the range [0, 1000000]"},
+      {"lr", "1e300", "--lr 1e300: outside the range [0, 1000]"},
+      {"steps", "99999999999999999999999", "--steps 99999999999999999999999: outside the range"},
+      {"seed", "-1", "--seed -1: not a whole number >= 0"},
+  };
+  for (const auto& a : absurd) {
+    INFO(a.option);
+    CHECK_THROWS_WITH(find_train_option(a.option)->set(config, a.text), Catch::Contains(a.message));
+  }
+  find_train_option("seed")->set(config, "18446744073709551615");  // the type's whole range
+  CHECK(config.seed == UINT64_MAX);
+  // A config file reaches the same check.
+  CHECK_THROWS_WITH(apply_config_toml(config, "blas-threads = 100000\n", "run.toml"),
+                    Catch::Contains("run.toml line 1: --blas-threads 100000: outside the range"));
 }

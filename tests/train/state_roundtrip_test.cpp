@@ -16,6 +16,7 @@
 
 #include "ringtrain/checkpoint/file.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/state_values.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 #include "ringtrain/models/registry.hpp"
 
@@ -176,4 +177,100 @@ TEST_CASE("a checkpoint of another data order is refused, naming what differs",
                                       Catch::Contains("training set size 2000"));
   Rig same("mlp", "sgd", 7);
   CHECK(refusal(same) == "ACCEPTED");
+}
+
+namespace {
+
+// The counters of a run of 100 samples, global batch 8 (13 steps an epoch, the last short),
+// after `step` steps of a 40-step run.
+ringtrain::checkpoint::StateTree counters_after(std::uint64_t step) {
+  using ringtrain::checkpoint::Group;
+  ringtrain::checkpoint::StateTree tree;
+  tree.put_u64(Group::kOptimizer, "step_count", step);
+  tree.put_u64(Group::kSchedule, "step", step);
+  tree.put_u64(Group::kData, "seed", 0);
+  tree.put_u64(Group::kData, "epoch", step / 13);
+  tree.put_u64(Group::kData, "position", (step % 13) * 8);
+  tree.put_u64(Group::kData, "dataset_size", 100);
+  tree.put_u64(Group::kData, "global_batch", 8);
+  tree.put_u64(Group::kProgress, "step", step);
+  tree.put_u64(Group::kProgress, "samples_seen", step / 13 * 100 + (step % 13) * 8);
+  tree.put_f64(Group::kProgress, "useful_compute_s", 1.5);
+  tree.put_u64(Group::kProgress, "skipped_steps", 0);
+  tree.put_u64(Group::kProgress, "nonfinite_in_a_row", 0);
+  tree.put_f64(Group::kProgress, "best_test_accuracy", 0.5);
+  tree.put_f64(Group::kProgress, "final_test_accuracy", 0.5);
+  tree.put_f64(Group::kProgress, "window_loss", 2.0);
+  tree.put_f64(Group::kProgress, "window_samples", 16);
+  tree.put_u64(Group::kProgress, "window_steps", std::min<std::uint64_t>(step, 2));
+  return tree;
+}
+
+ringtrain::checkpoint::Header header_after(std::uint64_t step) {
+  ringtrain::checkpoint::Header header;
+  header.step = step;
+  header.epoch = step / 13;
+  header.config_json = R"({"steps": 40, "global-batch": 8})";
+  return header;
+}
+
+// Replaces one u64 (or f64) entry of the tree.
+template <typename T>
+ringtrain::checkpoint::StateTree with(ringtrain::checkpoint::StateTree tree,
+                                      ringtrain::checkpoint::Group group, const char* name,
+                                      T value) {
+  ringtrain::checkpoint::StateTree out;
+  for (const auto& e : tree.entries()) {
+    if (e.group == group && e.name == name) {
+      if constexpr (std::is_same_v<T, double>)
+        out.put_f64(group, name, value);
+      else
+        out.put_u64(group, name, value);
+    } else if (e.kind() == ringtrain::checkpoint::Kind::kFloat64) {
+      out.put_f64(e.group, e.name, std::get<double>(e.value));
+    } else {
+      out.put_u64(e.group, e.name, std::get<std::uint64_t>(e.value));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint's counters are checked against each other and the recorded run",
+          "[state][hostile]") {
+  using ringtrain::check_state_values;
+  using ringtrain::checkpoint::Group;
+  for (std::uint64_t step : {0, 1, 12, 13, 14, 40})
+    CHECK_NOTHROW(check_state_values(counters_after(step), header_after(step), "f.h5"));
+  const std::uint64_t huge = std::uint64_t{1} << 63;
+  const auto refused = [](const ringtrain::checkpoint::StateTree& tree, std::uint64_t step) {
+    ringtrain::checkpoint::Header header = header_after(step);
+    header.epoch = tree.u64(Group::kData, "epoch");
+    try {
+      check_state_values(tree, header, "f.h5");
+    } catch (const ringtrain::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("ACCEPTED");
+  };
+  // A step of 2^63 everywhere it is stored: beyond the recorded run (and its data position).
+  ringtrain::checkpoint::StateTree forged = counters_after(20);
+  for (auto [g, name] : {std::pair{Group::kProgress, "step"}, std::pair{Group::kSchedule, "step"},
+                         std::pair{Group::kOptimizer, "step_count"}})
+    forged = with(forged, g, name, huge);
+  CHECK_THAT(
+      refused(forged, huge),
+      Catch::Contains("f.h5: /data is at epoch 1, position 56, but step 9223372036854775808"));
+  CHECK_THAT(refused(counters_after(41), 41), Catch::Contains("step 41 is beyond the 40 steps"));
+  CHECK_THAT(refused(with(counters_after(20), Group::kData, "position", 1000000000ull), 20),
+             Catch::Contains("position 1000000000"));
+  CHECK_THAT(refused(with(counters_after(20), Group::kOptimizer, "step_count", 21ull), 20),
+             Catch::Contains("/optimizer/step_count is 21"));
+  CHECK_THAT(refused(with(counters_after(20), Group::kProgress, "window_loss", double(NAN)), 20),
+             Catch::Contains("/progress/window_loss is nan"));
+  CHECK_THAT(refused(with(counters_after(20), Group::kSchedule, "step", 19ull), 20),
+             Catch::Contains("/schedule 19"));
+  CHECK_THAT(refused(with(counters_after(20), Group::kData, "global_batch", 16ull), 20),
+             Catch::Contains("the recorded configuration says 8"));
 }

@@ -12,7 +12,9 @@
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/experiment.hpp"
 #include "ringtrain/framework/train/now.hpp"
+#include "ringtrain/framework/train/state_values.hpp"
 
 namespace ringtrain {
 namespace {
@@ -221,7 +223,37 @@ SaveOutcome Checkpointer::finish_save() {
   return outcome;
 }
 
-std::optional<std::filesystem::path> Checkpointer::resume(
+checkpoint::CandidateChecks Checkpointer::candidate_checks(const TrainingState& state) const {
+  checkpoint::CandidateChecks checks;
+  // Before the arrays: a signed run needs its key, and a file of another experiment is
+  // refused outright (UsageError), never passed over for an older one.
+  checks.header = [this](const std::filesystem::path& path, const checkpoint::Header& header) {
+    if (header.mac_present && !key_)
+      throw UsageError(path.string() +
+                       ": the run was signed (its checkpoints carry a MAC) and this launch has "
+                       "no key: resume with the key it was signed with (--checkpoint-key FILE "
+                       "or RINGTRAIN_CHECKPOINT_KEY_FILE)");
+    check_same_experiment(header.config_json, config_json_, path.string());
+  };
+  // After: values a seal cannot vouch for (a damaged or forged file is passed over), then the
+  // data order and data the state refers to.
+  checks.loaded = [this, &state](const checkpoint::Loaded& loaded) {
+    try {
+      check_state_values(loaded.tree, loaded.header, loaded.path.string());
+    } catch (const UsageError& e) {
+      throw checkpoint::CheckpointError(e.what());
+    }
+    try {
+      check_compatible(loaded.tree, state);
+      check_same_data(loaded.header.config_json, config_json_);
+    } catch (const UsageError& e) {
+      throw UsageError(loaded.path.string() + ": " + e.what());
+    }
+  };
+  return checks;
+}
+
+std::optional<checkpoint::Loaded> Checkpointer::load_for_resume(
     const TrainingState& state, const std::string& what,
     const std::function<void(const std::string&)>& report) {
   // The residual's values do not matter to the schema, only its shape (N x M).
@@ -229,33 +261,55 @@ std::optional<std::filesystem::path> Checkpointer::resume(
       state.feedback ? state.feedback->residual().size() * std::size_t(comm_.size()) : 0);
   const checkpoint::Expected expected = checkpoint::Expected::of(
       capture(state, gather_optimizer_state(comm_, state), nullptr, residual_shape));
+  const checkpoint::CandidateChecks checks = candidate_checks(state);
+  if (what != "auto") {
+    checkpoint::Loaded l;
+    l.path = what;
+    checks.header(l.path, checkpoint::read_header_contained(what, key()));
+    l.tree = checkpoint::read_file_contained(what, expected, &l.header, key());
+    checks.loaded(l);
+    return l;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir_, ec)) return std::nullopt;  // a first launch
+  std::vector<std::string> rejected;
+  std::optional<checkpoint::Loaded> loaded =
+      checkpoint::load_newest_valid(dir_, expected, &rejected, key(), checks);
+  const std::size_t files = checkpoint::list_checkpoints(dir_).size();
+  // Checkpoints that this launch accepts none of are a run's data, not "no checkpoint":
+  // starting at step 0 would overwrite its records and prune its files.
+  if (!loaded && files > 0) {
+    std::string reasons;
+    for (const std::string& r : rejected) reasons += (reasons.empty() ? "" : "; ") + r;
+    throw UsageError(fmt::format(
+        "--resume auto: {} holds {} checkpoint file{} and this launch accepts none: {}. "
+        "Nothing was changed; fix what the reasons say, or start over with another --run-dir",
+        dir_.string(), files, files == 1 ? "" : "s", reasons));
+  }
+  if (comm_.rank() == 0)
+    for (const std::string& r : rejected) report("skipping checkpoint " + r);
+  return loaded;
+}
+
+std::optional<std::filesystem::path> Checkpointer::resume(
+    const TrainingState& state, const std::string& what,
+    const std::function<void(const std::string&)>& report) {
   std::optional<checkpoint::Loaded> loaded;
   std::string error;
+  bool usage = false;  // the user's to fix (another experiment, no key, nothing accepted)
   try {
-    if (what == "auto") {
-      std::vector<std::string> rejected;
-      if (std::filesystem::exists(dir_))
-        loaded = checkpoint::load_newest_valid(dir_, expected, &rejected, key());
-      if (comm_.rank() == 0)
-        for (const std::string& r : rejected) report("skipping checkpoint " + r);
-    } else {
-      checkpoint::Loaded l;
-      l.path = what;
-      l.tree = checkpoint::read_file_contained(what, expected, &l.header, key());
-      loaded = std::move(l);
-    }
-    if (loaded) {
-      try {
-        check_compatible(loaded->tree, state);
-        check_same_data(loaded->header.config_json, config_json_);
-      } catch (const UsageError& e) {
-        throw UsageError(loaded->path.string() + ": " + e.what());
-      }
-    }
+    loaded = load_for_resume(state, what, report);
+  } catch (const UsageError& e) {
+    error = e.what();
+    usage = true;
   } catch (const std::exception& e) {
     error = e.what();
   }
-  if (!all_agree(comm_, error.empty()))
+  double failed[2] = {error.empty() ? 0.0 : 1.0, usage ? 1.0 : 0.0};
+  collectives::allreduce_sum(comm_, std::span<double>(failed));
+  if (failed[1] > 0.0)
+    throw UsageError(usage ? error : "resume refused on another rank (see its message)");
+  if (failed[0] > 0.0)
     throw AgreedError(error.empty() ? "resume failed on another rank (see its message)"
                                     : "cannot resume: " + error);
   // All ranks must continue from the same step (or all start fresh: step 0 = none found).

@@ -105,6 +105,45 @@ TrainOption negated_switch(std::string name, bool TrainConfig::*field, std::stri
   return o;
 }
 
+// A number as --help and the messages show it: whole numbers without a fraction.
+std::string range_number(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 0x1p63)
+    return std::to_string(static_cast<long long>(value));
+  if (value == 0x1p64) return "18446744073709551615";
+  return fmt::format("{}", value);
+}
+
+// The range of a numeric option (TrainOption::minimum, maximum), checked by set() after the
+// row's own parser (which names what is not a number, or a negative whole number); a value too
+// large for the field's type is refused by its range too, not as a failed conversion.
+TrainOption ranged(TrainOption o, double minimum, double maximum) {
+  o.minimum = minimum;
+  o.maximum = maximum;
+  const std::string range = "[" + range_number(minimum) + ", " + range_number(maximum) + "]";
+  o.help += (o.help.empty() ? "range " : " (range ") + range + (o.help.empty() ? "" : ")");
+  o.set = [store = std::move(o.set), flag = o.flag(), minimum, maximum, range](
+              TrainConfig& c, std::string_view text) {
+    double value = 0.0;
+    const char* end = text.data() + text.size();
+    const auto [stop, error] = std::from_chars(text.data(), end, value);
+    const bool number = !text.empty() && stop == end &&
+                        (error == std::errc() || error == std::errc::result_out_of_range);
+    const bool too_large = number && (error != std::errc() ? text[0] != '-' : value > maximum);
+    const auto outside = [&] {
+      return UsageError(
+          fmt::format("{} {}: outside the range {}", flag, files::escaped(text), range));
+    };
+    try {
+      store(c, text);  // its own parse: "not a number", "not a whole number >= 0"
+    } catch (const UsageError&) {
+      if (too_large) throw outside();  // 1e300 for a float, 10^30 for a whole number
+      throw;
+    }
+    if (!(value >= minimum && value <= maximum)) throw outside();
+  };
+  return o;
+}
+
 TrainOption hidden(TrainOption o) {
   o.hidden = true;
   return o;
@@ -129,7 +168,12 @@ std::vector<TrainOption> run_options();
 std::vector<TrainOption> make_table() {
   std::vector<TrainOption> table;
   for (auto part : {data_and_model_options, optimizer_options, parallel_options, run_options})
-    for (TrainOption& o : part()) table.push_back(std::move(o));
+    for (TrainOption& o : part()) {
+      const bool numeric = o.kind == ValueKind::kWhole || o.kind == ValueKind::kReal;
+      if (numeric && !(o.minimum < o.maximum))
+        throw std::logic_error("option --" + o.name + " has no range (options.cpp: ranged)");
+      table.push_back(std::move(o));
+    }
   return table;
 }
 
@@ -159,16 +203,36 @@ namespace {
 // --------------------------------------------------------------------------------------
 // The rows. Checks name the flag and the value, and say what to do instead.
 
+// --resume: "never" is an explicit fresh start (the field stays empty).
+TrainOption resume_option() {
+  TrainOption o = option(
+      "resume", &TrainConfig::resume,
+      "auto: the newest checkpoint of --run-dir that verifies (if the folder holds checkpoints "
+      "and this launch accepts none, nothing is changed and each file's reason is listed); a "
+      "checkpoint file; or never: start at step 0 (a --run-dir that holds a run is refused)",
+      [](const TrainConfig& c, int) {
+        require(c.resume.empty() || !c.run_dir.empty(),
+                "--resume " + c.resume +
+                    " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
+      });
+  o.set = [](TrainConfig& c, std::string_view text) {
+    c.resume = text == "never" ? std::string() : std::string(text);
+  };
+  return o;
+}
+
 std::vector<TrainOption> data_and_model_options() {
   return {
       option("data", &TrainConfig::data_dir,
              "IDX folder (default: the Debian package dataset-fashion-mnist), HDF5 file with "
              "/train/x /train/y /test/x /test/y, or folder of train_x.npy train_y.npy "
              "test_x.npy test_y.npy"),
-      option("data-memory-limit", &TrainConfig::data_memory_limit,
-             "bytes the data may hold in memory (samples as floats, labels); contiguous HDF5 "
-             "and .npy samples are mapped and do not count, other data over it are refused "
-             "(0: this machine's memory)"),
+      ranged(
+          option("data-memory-limit", &TrainConfig::data_memory_limit,
+                 "bytes the data may hold in memory (samples as floats, labels); contiguous HDF5 "
+                 "and .npy samples are mapped and do not count, other data over it are refused "
+                 "(0: this machine's memory)"),
+          0, 0x1p50),
       option("model", &TrainConfig::model,
              "mlp | cnn | cnn-bn | FILE.toml (a [[layers]] list; see `ringtrain model`)"),
       option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",
@@ -176,20 +240,23 @@ std::vector<TrainOption> data_and_model_options() {
                for (std::size_t w : parse_size_list(c.mlp_hidden, "--mlp-hidden"))
                  require(w > 0, "--mlp-hidden " + c.mlp_hidden + ": widths must be > 0");
              }),
-      option("dropout", &TrainConfig::dropout, "dropout probability after hidden layers",
-             [](const TrainConfig& c, int) {
-               require(c.dropout >= 0.0f && c.dropout < 1.0f,
-                       fmt::format("--dropout {} must be in [0, 1)", c.dropout));
-             }),
+      ranged(option("dropout", &TrainConfig::dropout, "dropout probability after hidden layers",
+                    [](const TrainConfig& c, int) {
+                      require(c.dropout >= 0.0f && c.dropout < 1.0f,
+                              fmt::format("--dropout {} must be in [0, 1)", c.dropout));
+                    }),
+             0, 1),
       option("conv-algorithm", &TrainConfig::conv_algorithm,
              "how 5x5 stride-1 convolutions run (auto: Winograd F(4x4, 5x5) from 8 channels)"),
       option("loss", &TrainConfig::loss,
              "auto: cross-entropy for integer class labels, mse (squared error; test MSE is "
              "the metric) for float32 targets; a loss that does not fit y is refused"),
-      option("global-batch", &TrainConfig::global_batch, "samples per step over all ranks",
-             [](const TrainConfig& c, int) {
-               require(c.global_batch > 0, "--global-batch 0: a step needs at least one sample");
-             }),
+      ranged(option("global-batch", &TrainConfig::global_batch, "samples per step over all ranks",
+                    [](const TrainConfig& c, int) {
+                      require(c.global_batch > 0,
+                              "--global-batch 0: a step needs at least one sample");
+                    }),
+             1, 0x1p24),
       option("local-batches", &TrainConfig::local_batches,
              "explicit per-rank split b0,b1,... summing to the global batch",
              [](const TrainConfig& c, int world_size) {
@@ -197,14 +264,17 @@ std::vector<TrainOption> data_and_model_options() {
                  data::parse_local_batches(c.local_batches, static_cast<std::size_t>(world_size),
                                            c.global_batch);
              }),
-      option("steps", &TrainConfig::steps, "number of steps (overrides --epochs)"),
-      option("epochs", &TrainConfig::epochs, "epochs over the training set",
-             [](const TrainConfig& c, int) {
-               require(c.steps > 0 || c.epochs > 0,
-                       fmt::format("--epochs {}: give --steps S or --epochs E > 0", c.epochs));
-               require(std::isfinite(c.epochs) && c.epochs >= 0,
-                       fmt::format("--epochs {} must be >= 0", c.epochs));
-             }),
+      ranged(option("steps", &TrainConfig::steps, "number of steps (overrides --epochs)"), 0,
+             0x1p40),
+      ranged(option("epochs", &TrainConfig::epochs, "epochs over the training set",
+                    [](const TrainConfig& c, int) {
+                      require(
+                          c.steps > 0 || c.epochs > 0,
+                          fmt::format("--epochs {}: give --steps S or --epochs E > 0", c.epochs));
+                      require(std::isfinite(c.epochs) && c.epochs >= 0,
+                              fmt::format("--epochs {} must be >= 0", c.epochs));
+                    }),
+             0, 1e6),
   };
 }
 
@@ -212,29 +282,34 @@ std::vector<TrainOption> optimizer_options() {
   return {
       option("optimizer", &TrainConfig::optimizer, "",
              [](const TrainConfig& c, int) { validate(c.optimizer_config()); }),
-      option("lr", &TrainConfig::lr, "learning rate for global batch 128 (see --lr-scaling)",
-             [](const TrainConfig& c, int) {
-               require(std::isfinite(c.lr) && c.lr > 0,
-                       fmt::format("--lr {}: the learning rate must be > 0", c.lr));
-             }),
-      option("momentum", &TrainConfig::momentum, "SGD momentum"),
+      ranged(option("lr", &TrainConfig::lr, "learning rate for global batch 128 (see --lr-scaling)",
+                    [](const TrainConfig& c, int) {
+                      require(std::isfinite(c.lr) && c.lr > 0,
+                              fmt::format("--lr {}: the learning rate must be > 0", c.lr));
+                    }),
+             0, 1000),
+      ranged(option("momentum", &TrainConfig::momentum, "SGD momentum"), 0, 1),
       option("nesterov", &TrainConfig::nesterov, "Nesterov momentum"),
-      option("weight-decay", &TrainConfig::weight_decay,
-             "weight decay (SGD: coupled, AdamW: decoupled)"),
-      option("beta1", &TrainConfig::beta1, "AdamW beta1"),
-      option("beta2", &TrainConfig::beta2, "AdamW beta2"),
-      option("eps", &TrainConfig::eps, "AdamW epsilon"),
+      ranged(option("weight-decay", &TrainConfig::weight_decay,
+                    "weight decay (SGD: coupled, AdamW: decoupled)"),
+             0, 1000),
+      ranged(option("beta1", &TrainConfig::beta1, "AdamW beta1"), 0, 1),
+      ranged(option("beta2", &TrainConfig::beta2, "AdamW beta2"), 0, 1),
+      ranged(option("eps", &TrainConfig::eps, "AdamW epsilon"), 0, 1),
       option("schedule", &TrainConfig::schedule, "",
              [](const TrainConfig& c, int) {
                validate(c.schedule_config(c.steps > 0 ? c.steps : c.warmup_steps + 1000000));
              }),
-      option("warmup-steps", &TrainConfig::warmup_steps, "linear warmup steps"),
-      option("step-size", &TrainConfig::step_size,
-             "schedule=step: steps between decays (0: a third of the run)"),
-      option("gamma", &TrainConfig::gamma, "schedule=step: decay factor"),
-      option("min-lr", &TrainConfig::min_lr, "schedule=cosine: final learning rate"),
+      ranged(option("warmup-steps", &TrainConfig::warmup_steps, "linear warmup steps"), 0, 0x1p40),
+      ranged(option("step-size", &TrainConfig::step_size,
+                    "schedule=step: steps between decays (0: a third of the run)"),
+             0, 0x1p40),
+      ranged(option("gamma", &TrainConfig::gamma, "schedule=step: decay factor"), 0, 1000),
+      ranged(option("min-lr", &TrainConfig::min_lr, "schedule=cosine: final learning rate"), 0,
+             1000),
       option("lr-scaling", &TrainConfig::lr_scaling, "scale --lr with the global batch"),
-      option("seed", &TrainConfig::seed, "seed of initialisation, data order and dropout"),
+      ranged(option("seed", &TrainConfig::seed, "seed of initialisation, data order and dropout"),
+             0, 0x1p64),
   };
 }
 
@@ -283,18 +358,20 @@ std::vector<TrainOption> parallel_options() {
       option("reduction", &TrainConfig::reduction,
              "mean-of-means is wrong on purpose, for teaching; exact: sum-scaled, bitwise the "
              "same update for any N and any split into multiples of --exact-micro-batch"),
-      option("exact-micro-batch", &TrainConfig::exact_micro_batch,
-             "--reduction exact: samples per micro-batch m; every local batch must be a "
-             "multiple of m",
-             check_exact),
+      ranged(option("exact-micro-batch", &TrainConfig::exact_micro_batch,
+                    "--reduction exact: samples per micro-batch m; every local batch must be a "
+                    "multiple of m",
+                    check_exact),
+             0, 0x1p20),
       option("sync-bn", &TrainConfig::sync_bn, "BatchNorm statistics over all ranks"),
-      option("blas-threads", &TrainConfig::blas_threads,
-             "OpenBLAS threads per rank (0: cores per node / ranks per node)",
-             [](const TrainConfig& c, int) {
-               require(
-                   c.blas_threads >= 0,
-                   fmt::format("--blas-threads {} must be >= 0 (0: automatic)", c.blas_threads));
-             }),
+      ranged(option("blas-threads", &TrainConfig::blas_threads,
+                    "OpenBLAS threads per rank (0: cores per node / ranks per node)",
+                    [](const TrainConfig& c, int) {
+                      require(c.blas_threads >= 0,
+                              fmt::format("--blas-threads {} must be >= 0 (0: automatic)",
+                                          c.blas_threads));
+                    }),
+             0, 1024),
       option("gemm", &TrainConfig::gemm,
              "who runs the Linear layers' products (own: ringtrain's AVX-512 kernels, or AVX2 "
              "ones on a CPU without AVX-512, the same bits at any --blas-threads; auto: own on "
@@ -302,18 +379,21 @@ std::vector<TrainOption> parallel_options() {
       option("collective", &TrainConfig::collective,
              "our ring, MPI_Allreduce, or hierarchical: reduce-scatter within each host, a "
              "ring across hosts, all-gather within each host"),
-      option("ranks-per-host", &TrainConfig::ranks_per_host,
-             "--collective hierarchical: ranks [hK, (h+1)K) form host h, so one machine can "
-             "emulate hosts (0: the hosts MPI reports)",
-             [](const TrainConfig& c, int) {
-               require(c.ranks_per_host >= 0,
-                       fmt::format("--ranks-per-host {} must be >= 0 (0: the hosts MPI reports)",
-                                   c.ranks_per_host));
-               require(c.ranks_per_host == 0 || c.collective == CollectiveKind::kHierarchical,
-                       fmt::format("--ranks-per-host {} groups ranks for --collective "
-                                   "hierarchical only",
-                                   c.ranks_per_host));
-             }),
+      ranged(option("ranks-per-host", &TrainConfig::ranks_per_host,
+                    "--collective hierarchical: ranks [hK, (h+1)K) form host h, so one machine can "
+                    "emulate hosts (0: the hosts MPI reports)",
+                    [](const TrainConfig& c, int) {
+                      require(
+                          c.ranks_per_host >= 0,
+                          fmt::format("--ranks-per-host {} must be >= 0 (0: the hosts MPI reports)",
+                                      c.ranks_per_host));
+                      require(
+                          c.ranks_per_host == 0 || c.collective == CollectiveKind::kHierarchical,
+                          fmt::format("--ranks-per-host {} groups ranks for --collective "
+                                      "hierarchical only",
+                                      c.ranks_per_host));
+                    }),
+             0, 0x1p20),
       option("wire", &TrainConfig::wire,
              "gradients cross the wire as fp32, or as bf16 (half the bytes: rounded to nearest "
              "even, added in fp32, each rank's rounding losses fed into its next gradient)",
@@ -322,15 +402,17 @@ std::vector<TrainOption> parallel_options() {
                        "--wire bf16 is done by the ring: it needs --collective ring or "
                        "hierarchical (which rounds between hosts only)");
              }),
-      option("bucket-bytes", &TrainConfig::bucket_bytes,
-             "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B model, "
-             "printed at start)",
-             [](const TrainConfig& c, int) {
-               require(c.bucket_bytes == 0 || c.bucket_bytes >= 4,
-                       fmt::format("--bucket-bytes {}: a bucket holds at least one float (4 "
-                                   "bytes); 0 picks the default",
-                                   c.bucket_bytes));
-             }),
+      ranged(
+          option("bucket-bytes", &TrainConfig::bucket_bytes,
+                 "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B model, "
+                 "printed at start)",
+                 [](const TrainConfig& c, int) {
+                   require(c.bucket_bytes == 0 || c.bucket_bytes >= 4,
+                           fmt::format("--bucket-bytes {}: a bucket holds at least one float (4 "
+                                       "bytes); 0 picks the default",
+                                       c.bucket_bytes));
+                 }),
+          0, 0x1p40),
       option("overlap", &TrainConfig::overlap,
              "start a bucket's ring during backward as soon as its gradients are written, or "
              "reduce after backward; alternate: on in even steps, off in odd ones, to measure "
@@ -346,32 +428,38 @@ std::vector<TrainOption> parallel_options() {
                            ": no such file (write one with `ringtrain bench allreduce --json "
                            "FILE`)");
              }),
-      option("trace-steps", &TrainConfig::trace_steps,
-             "steps recorded in trace.json (0: no trace)"),
+      ranged(option("trace-steps", &TrainConfig::trace_steps,
+                    "steps recorded in trace.json (0: no trace)"),
+             0, 10000),
       hidden(option("bucket-update", &TrainConfig::bucket_update,
                     "update each bucket as soon as it is summed")),
-      option("segments-in-flight", &TrainConfig::segments_in_flight,
-             "ring messages posted ahead per ring step while overlapping (0: the measured "
-             "default, 2, as blocking rings post)",
-             [](const TrainConfig& c, int) {
-               require(c.segments_in_flight <= 64,
-                       fmt::format("--segments-in-flight {}: at most 64 (each takes two segments "
-                                   "of scratch per ring); 0 picks the default",
-                                   c.segments_in_flight));
-             }),
-      option("zero", &TrainConfig::zero,
-             "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates its "
-             "shard of every bucket (the reduce-scatter's), the all-gather spreads the parameters",
-             [](const TrainConfig& c, int) {
-               require(c.zero == 0 || c.zero == 1,
-                       fmt::format("--zero {}: choose 0 (every rank keeps all optimizer state) "
-                                   "or 1 (ZeRO-1: each rank its shard)",
-                                   c.zero));
-               require(c.zero == 0 || c.collective != CollectiveKind::kMpi,
-                       "--zero 1 updates the shard a reduce-scatter leaves each rank, and "
-                       "MPI's allreduce runs no halves: it needs --collective ring or "
-                       "hierarchical");
-             }),
+      ranged(option("segments-in-flight", &TrainConfig::segments_in_flight,
+                    "ring messages posted ahead per ring step while overlapping (0: the measured "
+                    "default, 2, as blocking rings post)",
+                    [](const TrainConfig& c, int) {
+                      require(c.segments_in_flight <= 64,
+                              fmt::format(
+                                  "--segments-in-flight {}: at most 64 (each takes two segments "
+                                  "of scratch per ring); 0 picks the default",
+                                  c.segments_in_flight));
+                    }),
+             0, 64),
+      ranged(
+          option(
+              "zero", &TrainConfig::zero,
+              "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates its "
+              "shard of every bucket (the reduce-scatter's), the all-gather spreads the parameters",
+              [](const TrainConfig& c, int) {
+                require(c.zero == 0 || c.zero == 1,
+                        fmt::format("--zero {}: choose 0 (every rank keeps all optimizer state) "
+                                    "or 1 (ZeRO-1: each rank its shard)",
+                                    c.zero));
+                require(c.zero == 0 || c.collective != CollectiveKind::kMpi,
+                        "--zero 1 updates the shard a reduce-scatter leaves each rank, and "
+                        "MPI's allreduce runs no halves: it needs --collective ring or "
+                        "hierarchical");
+              }),
+          0, 1),
   };
 }
 
@@ -380,26 +468,33 @@ std::vector<TrainOption> run_options() {
       not_in_config_toml(
           option("run-dir", &TrainConfig::run_dir,
                  "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)")),
-      option("eval-every", &TrainConfig::eval_every, "evaluate every K steps (0: every epoch)"),
-      option("target", &TrainConfig::target,
-             "stop when the test metric reaches VALUE: accuracy >= VALUE (class labels), MSE <= "
-             "VALUE (regression targets); 0: no target",
-             [](const TrainConfig& c, int) {
-               require(std::isfinite(c.target) && c.target >= 0.0,
-                       fmt::format("--target {} must be >= 0 (0: no target)", c.target));
-               require(c.target <= 1.0 || c.loss != LossChoice::kCrossEntropy,
-                       fmt::format("--target {}: a test accuracy target is in [0, 1]", c.target));
-               require(c.target == 0.0 || c.evaluate,
-                       fmt::format("--target {} with --no-eval: the run could never see the "
-                                   "target; drop --no-eval (--eval-every K sets how often it is "
-                                   "checked)",
-                                   c.target));
-             }),
-      alias(option("target-accuracy", &TrainConfig::target, "the same as --target")),
-      option("log-every", &TrainConfig::log_every, "steps between metrics lines",
-             [](const TrainConfig& c, int) {
-               require(c.log_every > 0, "--log-every 0: must be >= 1");
-             }),
+      ranged(
+          option("eval-every", &TrainConfig::eval_every, "evaluate every K steps (0: every epoch)"),
+          0, 0x1p40),
+      ranged(
+          option(
+              "target", &TrainConfig::target,
+              "stop when the test metric reaches VALUE: accuracy >= VALUE (class labels), MSE <= "
+              "VALUE (regression targets); 0: no target",
+              [](const TrainConfig& c, int) {
+                require(std::isfinite(c.target) && c.target >= 0.0,
+                        fmt::format("--target {} must be >= 0 (0: no target)", c.target));
+                require(c.target <= 1.0 || c.loss != LossChoice::kCrossEntropy,
+                        fmt::format("--target {}: a test accuracy target is in [0, 1]", c.target));
+                require(c.target == 0.0 || c.evaluate,
+                        fmt::format("--target {} with --no-eval: the run could never see the "
+                                    "target; drop --no-eval (--eval-every K sets how often it is "
+                                    "checked)",
+                                    c.target));
+              }),
+          0, 1e30),
+      alias(
+          ranged(option("target-accuracy", &TrainConfig::target, "the same as --target"), 0, 1e30)),
+      ranged(option("log-every", &TrainConfig::log_every, "steps between metrics lines",
+                    [](const TrainConfig& c, int) {
+                      require(c.log_every > 0, "--log-every 0: must be >= 1");
+                    }),
+             0, 0x1p40),
       negated_switch("no-eval", &TrainConfig::evaluate, "do not evaluate on the test set"),
       option("quiet", &TrainConfig::quiet, "print errors only"),
       option("checkpoint-every", &TrainConfig::checkpoint_every,
@@ -413,27 +508,32 @@ std::vector<TrainOption> run_options() {
                else
                  parse_size_list(c.checkpoint_every, "--checkpoint-every");
              }),
-      option("mtbf", &TrainConfig::mtbf_s,
-             "the job's mean time between failures in seconds, for --checkpoint-every auto"),
-      option("node-mtbf", &TrainConfig::node_mtbf_s,
-             "one host's mean time between failures in seconds: the job's MTBF is this over "
-             "the number of hosts (instead of --mtbf)",
-             [](const TrainConfig& c, int) {
-               require(c.node_mtbf_s >= 0, "--node-mtbf: must be >= 0 seconds");
-               require(c.mtbf_s <= 0 || c.node_mtbf_s <= 0,
-                       "--mtbf and --node-mtbf: give one (the job's MTBF, or one host's)");
-             }),
-      option("keep", &TrainConfig::keep, "newest checkpoints kept",
-             [](const TrainConfig& c, int) {
-               require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");
-             }),
-      option("max-failed-saves", &TrainConfig::max_failed_saves,
-             "periodic checkpoint saves that may fail in a row (disk full, I/O error) before "
-             "the run stops; training goes on from the previous durable checkpoint meanwhile",
-             [](const TrainConfig& c, int) {
-               require(c.max_failed_saves >= 1,
-                       "--max-failed-saves 0: must be >= 1 (1 stops at the first failure)");
-             }),
+      ranged(option("mtbf", &TrainConfig::mtbf_s,
+                    "the job's mean time between failures in seconds, for --checkpoint-every auto"),
+             0, 1e12),
+      ranged(option("node-mtbf", &TrainConfig::node_mtbf_s,
+                    "one host's mean time between failures in seconds: the job's MTBF is this over "
+                    "the number of hosts (instead of --mtbf)",
+                    [](const TrainConfig& c, int) {
+                      require(c.node_mtbf_s >= 0, "--node-mtbf: must be >= 0 seconds");
+                      require(c.mtbf_s <= 0 || c.node_mtbf_s <= 0,
+                              "--mtbf and --node-mtbf: give one (the job's MTBF, or one host's)");
+                    }),
+             0, 1e12),
+      ranged(option("keep", &TrainConfig::keep, "newest checkpoints kept",
+                    [](const TrainConfig& c, int) {
+                      require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");
+                    }),
+             0, 1e6),
+      ranged(
+          option("max-failed-saves", &TrainConfig::max_failed_saves,
+                 "periodic checkpoint saves that may fail in a row (disk full, I/O error) before "
+                 "the run stops; training goes on from the previous durable checkpoint meanwhile",
+                 [](const TrainConfig& c, int) {
+                   require(c.max_failed_saves >= 1,
+                           "--max-failed-saves 0: must be >= 1 (1 stops at the first failure)");
+                 }),
+          0, 1e6),
       option("checkpoint-async", &TrainConfig::checkpoint_async,
              "periodic saves block training for a snapshot of the state only; rank 0 writes "
              "the file on a writer thread while training goes on (saves at the end and at a "
@@ -446,25 +546,26 @@ std::vector<TrainOption> run_options() {
       option("checkpoint-key", &TrainConfig::checkpoint_key,
              "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
              "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),
-      not_in_config_toml(option(
-          "resume", &TrainConfig::resume,
-          "auto (newest checkpoint of --run-dir that verifies) or a checkpoint file",
-          [](const TrainConfig& c, int) {
-            require(c.resume.empty() || !c.run_dir.empty(),
-                    "--resume " + c.resume +
-                        " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
-          })),
-      option("replica-check-every", &TrainConfig::replica_check_every,
-             "steps between checks that all replicas are bitwise equal (0: at the end only)"),
-      option("max-nonfinite-steps", &TrainConfig::max_nonfinite_steps,
-             "consecutive steps with a non-finite gradient that are skipped before the run stops"),
-      option("watchdog-s", &TrainConfig::watchdog_s,
-             "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step "
-             "time, at least 60 s)",
-             [](const TrainConfig& c, int) {
-               require(c.watchdog_s >= 0,
+      not_in_config_toml(resume_option()),
+      ranged(
+          option("replica-check-every", &TrainConfig::replica_check_every,
+                 "steps between checks that all replicas are bitwise equal (0: at the end only)"),
+          0, 0x1p40),
+      ranged(
+          option(
+              "max-nonfinite-steps", &TrainConfig::max_nonfinite_steps,
+              "consecutive steps with a non-finite gradient that are skipped before the run stops"),
+          0, 0x1p40),
+      ranged(
+          option("watchdog-s", &TrainConfig::watchdog_s,
+                 "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step "
+                 "time, at least 60 s)",
+                 [](const TrainConfig& c, int) {
+                   require(
+                       c.watchdog_s >= 0,
                        fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", c.watchdog_s));
-             }),
+                 }),
+          0, 1e9),
   };
 }
 

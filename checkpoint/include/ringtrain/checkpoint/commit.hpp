@@ -106,9 +106,19 @@ struct Loaded {
   Header header;
   StateTree tree;
 };
+// The caller's own rules for a candidate of load_newest_valid. Each may throw CheckpointError
+// to pass over the file (it joins *rejected with the reason), or any other exception to end
+// the search there (it propagates: a file of another experiment must not be passed over).
+struct CandidateChecks {
+  // Before the arrays are read (read_header_contained: seal, format, root attributes).
+  std::function<void(const std::filesystem::path&, const Header&)> header;
+  // After the whole file was read and verified.
+  std::function<void(const Loaded&)> loaded;
+};
 std::optional<Loaded> load_newest_valid(const std::filesystem::path& dir, const Expected& expected,
                                         std::vector<std::string>* rejected = nullptr,
-                                        const MacKey* key = nullptr);
+                                        const MacKey* key = nullptr,
+                                        const CandidateChecks& checks = {});
 
 // Removes the .partial of `step` in `dir` if there is one (a save that failed leaves
 // nothing half-written behind). Throws CheckpointError if it exists and cannot be removed.

@@ -57,6 +57,9 @@ std::filesystem::path default_reader_executable();
 void enable_contained_reader(const std::filesystem::path& executable,
                              const ReaderLimits& limits = {});
 bool contained_reader_enabled();
+// Back to in-process reads (benchmarks compare the two in one process); a child started
+// ahead is ended.
+void disable_contained_reader();
 
 // Starts a reader child now, to be used by the next *_contained call: a fresh process needs
 // a few milliseconds (mostly page faults) before libhdf5 opens a file fast, which a child
@@ -65,13 +68,15 @@ bool contained_reader_enabled();
 // (ringtrain: when a run resumes, before it loads the data).
 void prepare_contained_reader();
 
-// As read_file / verify_file / describe_file (file.hpp), in a child when enabled. Throw
+// As read_file / verify_file / describe_file / read_header (file.hpp), in a child when
+// enabled; a header's mac_present is what this process's own seal check found. Throw
 // CheckpointError naming the file: the child's own refusal, or its death by a signal or a
 // limit. Not thread-safe; rank-local (not collective).
 StateTree read_file_contained(const std::filesystem::path& path, const Expected& expected,
                               Header* header_out = nullptr, const MacKey* key = nullptr);
 VerifyResult verify_file_contained(const std::filesystem::path& path, const MacKey* key = nullptr);
 std::string describe_file_contained(const std::filesystem::path& path, const MacKey* key = nullptr);
+Header read_header_contained(const std::filesystem::path& path, const MacKey* key = nullptr);
 
 // The child: argv as main() received it (argv[1] == kReaderSubcommand). Prepares libhdf5,
 // then waits for its request on stdin. Returns the exit code after writing the reply and

@@ -67,6 +67,9 @@ struct Header {
   std::uint64_t epoch = 0;
   int world_size = 1;              // ranks that wrote the state
   std::string config_json = "{}";  // the resolved run configuration
+  // Not an attribute: set by the readers from the seal. True if the file carries a keyed MAC
+  // (the run that wrote it was signed), whether or not the reader had the key to check it.
+  bool mac_present = false;
 };
 
 // "layers.0.linear/weight" -> "layers.0.linear|weight" (the dataset's link name).

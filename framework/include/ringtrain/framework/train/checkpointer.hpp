@@ -47,6 +47,7 @@
 #include <string>
 #include <thread>
 
+#include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/file.hpp"
 #include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/collectives/communicator.hpp"
@@ -101,9 +102,14 @@ class Checkpointer {
   void poll();
 
   // Collective. `what` is "auto" (newest that verifies in dir) or a file path. Returns the
-  // loaded path, or nullopt if "auto" found none (a fresh start). Every rejected file is
-  // reported through `report` with its name and reason (rank 0 only). Throws AgreedError if
-  // an explicit file fails or the ranks loaded different steps.
+  // loaded path, or nullopt if "auto" found no checkpoint file at all (a fresh start). Every
+  // rejected file is reported through `report` with its name and reason (rank 0 only).
+  // A candidate must verify, hold values within what its configuration allows
+  // (state_values.hpp), and belong to this experiment (experiment.hpp); a signed run's files
+  // need the key. Throws UsageError (exit 2, nothing changed) for a file of another
+  // experiment, a signed file without a key, or checkpoint files of which "auto" accepts
+  // none (each listed with its reason); AgreedError if an explicit file fails or the ranks
+  // loaded different steps.
   std::optional<std::filesystem::path> resume(
       const TrainingState& state, const std::string& what,
       const std::function<void(const std::string&)>& report);
@@ -133,6 +139,12 @@ class Checkpointer {
   // Collective: every rank learns rank 0's error and persist time.
   SaveOutcome agree(std::uint64_t step, const std::string& error, double persist_s) const;
   const checkpoint::MacKey* key() const;  // nullptr without a key
+  // What a resume asks of each candidate file (resume() lists the rules).
+  checkpoint::CandidateChecks candidate_checks(const TrainingState& state) const;
+  // Rank-local part of resume(): the file to continue from, or nullopt for a fresh start.
+  std::optional<checkpoint::Loaded> load_for_resume(
+      const TrainingState& state, const std::string& what,
+      const std::function<void(const std::string&)>& report);
 
   const collectives::Communicator& comm_;
   std::filesystem::path dir_;

@@ -44,6 +44,10 @@ struct TrainOption {
   // Throws UsageError (naming the flag, the value and a hint) if the value is out of range;
   // may look at other fields. Empty: any value that parses is valid.
   std::function<void(const TrainConfig&, int world_size)> check;
+  // kWhole and kReal: every value allowed lies in [minimum, maximum] (stated in --help); set()
+  // refuses others, before the value is stored: "--blas-threads 100000: outside the range
+  // [0, 1024]". Every numeric option has one (the table refuses to build otherwise).
+  double minimum = 0.0, maximum = 0.0;
 
   std::string flag() const { return "--" + name; }
   // The value of a default TrainConfig as text ("128"; "" for an empty string).

@@ -1,0 +1,42 @@
+// Which settings define the experiment, and which may change when a run is resumed: one
+// table, beside the option table (options.hpp), read by every check that compares a
+// checkpoint with the launch that wants to continue it.
+//
+//   defines the experiment   the model as built (its canonical spec: --model, --mlp-hidden,
+//                            --dropout), the data (digest), the loss, the optimizer and its
+//                            hyperparameters, the schedule and its parameters, --lr-scaling,
+//                            the seed, the global batch, the reduction, the wire precision
+//   may change on resume     everything else: how long the run is (--steps, --epochs), how
+//                            it is computed (ranks, --local-batches, threads, kernels,
+//                            buckets, overlap, --zero, --collective, --sync-bn), how often it
+//                            saves, evaluates and logs, where it writes
+//
+// A checkpoint whose stored configuration (its header's JSON) differs in a setting that
+// defines the experiment belongs to another experiment: a resume refuses it (exit 2), naming
+// each such setting with both values, and never passes over it to an older file.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ringtrain {
+
+struct ExperimentKey {
+  std::string_view key;   // in the checkpoint's configuration JSON
+  std::string_view flag;  // what the user types to set it ("" for values derived from flags)
+};
+
+// Every setting that defines the experiment.
+std::span<const ExperimentKey> experiment_keys();
+
+// Throws UsageError unless every experiment key present in both configurations (JSON text:
+// a checkpoint's stored one, this launch's) has the same value:
+//   "<file>: a checkpoint of another experiment: --optimizer adamw (this launch: sgd),
+//    --lr 0.1 (this launch: 0.05); resume with the settings it was written with, or start a
+//    new run with another --run-dir"
+// A key missing from either (a file written before it was stored) is not compared.
+void check_same_experiment(const std::string& stored_config_json,
+                           const std::string& run_config_json, const std::string& file);
+
+}  // namespace ringtrain
