@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   // know, and its idle threads spin; this re-executes the program with the right
   // OPENBLAS_CORETYPE and OPENBLAS_THREAD_TIMEOUT (blas.hpp).
   ringtrain::blas::reexec_with_better_core(argv);
+  // train and eval read a user's HDF5 data (and checkpoints) in such a child: one started now,
+  // before MPI's start-up, is warm by the time the data are loaded.
+  if (argc >= 2 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "eval"))
+    ringtrain::checkpoint::prepare_contained_reader();
   // A file size limit (ulimit -f) makes a write fail with EFBIG instead of killing the
   // process: a checkpoint that does not fit is then a failed save, which the run survives.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -711,6 +711,8 @@ TrainResults Trainer::run() {
     check_loss(config_, splits.info, splits.info.path);
     return splits;
   });
+  // The data may have used the child started ahead (HDF5): one more for the checkpoint.
+  if (!config_.resume.empty()) checkpoint::prepare_contained_reader();
   if (make_model_) {
     model_ = make_model_(data.info);
     input_shape_ = data.info.sample_shape;
