@@ -1,4 +1,4 @@
-// The table of `ringtrain train`'s options (see options.hpp) and the TOML reader of --config.
+// The table of `ringtrain train`'s options (see options.hpp); config_toml.cpp reads --config.
 //
 // option(name, &TrainConfig::field, help, check) makes one row; the field's type decides how
 // its text is parsed and how the manifest shows it (strings as they are, integers strictly,
@@ -6,7 +6,6 @@
 #include "ringtrain/framework/train/options.hpp"
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
@@ -105,45 +104,6 @@ TrainOption negated_switch(std::string name, bool TrainConfig::*field, std::stri
   return o;
 }
 
-// A number as --help and the messages show it: whole numbers without a fraction.
-std::string range_number(double value) {
-  if (value == std::floor(value) && std::fabs(value) < 0x1p63)
-    return std::to_string(static_cast<long long>(value));
-  if (value == 0x1p64) return "18446744073709551615";
-  return fmt::format("{}", value);
-}
-
-// The range of a numeric option (TrainOption::minimum, maximum), checked by set() after the
-// row's own parser (which names what is not a number, or a negative whole number); a value too
-// large for the field's type is refused by its range too, not as a failed conversion.
-TrainOption ranged(TrainOption o, double minimum, double maximum) {
-  o.minimum = minimum;
-  o.maximum = maximum;
-  const std::string range = "[" + range_number(minimum) + ", " + range_number(maximum) + "]";
-  o.help += (o.help.empty() ? "range " : " (range ") + range + (o.help.empty() ? "" : ")");
-  o.set = [store = std::move(o.set), flag = o.flag(), minimum, maximum, range](
-              TrainConfig& c, std::string_view text) {
-    double value = 0.0;
-    const char* end = text.data() + text.size();
-    const auto [stop, error] = std::from_chars(text.data(), end, value);
-    const bool number = !text.empty() && stop == end &&
-                        (error == std::errc() || error == std::errc::result_out_of_range);
-    const bool too_large = number && (error != std::errc() ? text[0] != '-' : value > maximum);
-    const auto outside = [&] {
-      return UsageError(
-          fmt::format("{} {}: outside the range {}", flag, files::escaped(text), range));
-    };
-    try {
-      store(c, text);  // its own parse: "not a number", "not a whole number >= 0"
-    } catch (const UsageError&) {
-      if (too_large) throw outside();  // 1e300 for a float, 10^30 for a whole number
-      throw;
-    }
-    if (!(value >= minimum && value <= maximum)) throw outside();
-  };
-  return o;
-}
-
 TrainOption hidden(TrainOption o) {
   o.hidden = true;
   return o;
@@ -163,11 +123,15 @@ TrainOption alias(TrainOption o) {
 std::vector<TrainOption> data_and_model_options();
 std::vector<TrainOption> optimizer_options();
 std::vector<TrainOption> parallel_options();
+std::vector<TrainOption> bucket_options();
 std::vector<TrainOption> run_options();
+std::vector<TrainOption> checkpoint_options();
+std::vector<TrainOption> safety_options();
 
 std::vector<TrainOption> make_table() {
   std::vector<TrainOption> table;
-  for (auto part : {data_and_model_options, optimizer_options, parallel_options, run_options})
+  for (auto part : {data_and_model_options, optimizer_options, parallel_options, bucket_options,
+                    run_options, checkpoint_options, safety_options})
     for (TrainOption& o : part()) {
       const bool numeric = o.kind == ValueKind::kWhole || o.kind == ValueKind::kReal;
       if (numeric && !(o.minimum < o.maximum))
@@ -402,6 +366,12 @@ std::vector<TrainOption> parallel_options() {
                        "--wire bf16 is done by the ring: it needs --collective ring or "
                        "hierarchical (which rounds between hosts only)");
              }),
+  };
+}
+
+// The gradient sum's buckets and overlap, the trace, ZeRO.
+std::vector<TrainOption> bucket_options() {
+  return {
       ranged(
           option("bucket-bytes", &TrainConfig::bucket_bytes,
                  "gradient bucket cap in bytes (0: the default rule from the ring's alpha-B model, "
@@ -497,6 +467,12 @@ std::vector<TrainOption> run_options() {
              0, 0x1p40),
       negated_switch("no-eval", &TrainConfig::evaluate, "do not evaluate on the test set"),
       option("quiet", &TrainConfig::quiet, "print errors only"),
+  };
+}
+
+// Checkpoints: how often, how many, how, signed, resumed.
+std::vector<TrainOption> checkpoint_options() {
+  return {
       option("checkpoint-every", &TrainConfig::checkpoint_every,
              "save every K steps, or auto (Young/Daly interval from the measured save cost and "
              "--mtbf); 0: only at the end",
@@ -547,6 +523,12 @@ std::vector<TrainOption> run_options() {
              "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
              "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),
       not_in_config_toml(resume_option()),
+  };
+}
+
+// The safety nets of data-parallel training.
+std::vector<TrainOption> safety_options() {
+  return {
       ranged(
           option("replica-check-every", &TrainConfig::replica_check_every,
                  "steps between checks that all replicas are bitwise equal (0: at the end only)"),
@@ -569,59 +551,5 @@ std::vector<TrainOption> run_options() {
   };
 }
 
-// --------------------------------------------------------------------------------------
-// TOML
-
-// A TOML value as flag text; throws for tables, arrays and dates.
-std::string node_text(const toml::node& node, const std::string& where, const std::string& key) {
-  if (auto s = node.value_exact<std::string>()) return *s;
-  if (auto i = node.value_exact<std::int64_t>()) return std::to_string(*i);
-  if (auto d = node.value_exact<double>()) return fmt::format("{}", *d);
-  if (auto b = node.value_exact<bool>()) return *b ? "true" : "false";
-  throw UsageError(
-      fmt::format("{}: value of '{}' must be a number, a \"string\" or true/false", where, key));
-}
-
 }  // namespace
-
-std::vector<ConfigKey> read_config_keys(std::string_view toml_text, const std::string& source) {
-  toml::table table;
-  try {
-    table = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(
-        fmt::format("--config {} line {}: {}", source, e.source().begin.line, e.description()));
-  }
-  std::vector<std::pair<std::uint32_t, ConfigKey>> keys;
-  for (auto&& [key, node] : table) {
-    const std::uint32_t line = key.source().begin.line;
-    ConfigKey k;
-    k.key = std::string(key.str());
-    k.where = fmt::format("--config {} line {}", source, line);
-    k.text = node_text(node, k.where, k.key);
-    k.is_bool = node.is_boolean();
-    keys.emplace_back(line, std::move(k));
-  }
-  std::stable_sort(keys.begin(), keys.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<ConfigKey> ordered;
-  for (auto& [line, k] : keys) ordered.push_back(std::move(k));
-  return ordered;
-}
-
-void apply_config_toml(TrainConfig& config, std::string_view toml_text, const std::string& source) {
-  for (const ConfigKey& k : read_config_keys(toml_text, source)) {
-    const TrainOption* o = find_train_option(k.key);
-    if (o == nullptr)
-      throw UsageError(fmt::format(
-          "{}: unknown key '{}' (keys are the flag names of `ringtrain train`, see --help)",
-          k.where, files::escaped(k.key)));
-    try {
-      o->set(config, k.text);
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("{}: {}", k.where, e.what()));
-    }
-  }
-}
-
 }  // namespace ringtrain

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "ringtrain/files/error.hpp"
 #include "ringtrain/files/input.hpp"
 #include "ringtrain/files/output.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -63,6 +64,25 @@ void RunDirectory::truncate_metrics_after(std::uint64_t step) {
 
 void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
   files::write_file_atomically(path, text);
+}
+
+void refuse_unsigned_resume(const std::filesystem::path& run_dir, bool signs) {
+  const std::filesystem::path manifest = run_dir / "manifest.json";
+  if (signs || files::kind_at(manifest).empty()) return;
+  constexpr std::size_t kMaxManifestBytes = std::size_t{64} << 20;
+  std::string text;
+  try {
+    text = files::read_small_file(manifest, {.max_bytes = kMaxManifestBytes});
+  } catch (const files::FileError& e) {
+    throw UsageError(e.what());  // a FIFO or a link in its place: refused, not waited on
+  }
+  const auto json = nlohmann::json::parse(text, nullptr, false);
+  const auto signed_run = json.is_object() ? json.find("checkpoints_signed") : json.end();
+  if (signed_run != json.end() && *signed_run == true)
+    throw UsageError(run_dir.string() +
+                     ": the run was signed (its manifest says checkpoints_signed) and this "
+                     "launch has no key: resume with the key it was signed with "
+                     "(--checkpoint-key FILE or RINGTRAIN_CHECKPOINT_KEY_FILE)");
 }
 
 }  // namespace ringtrain

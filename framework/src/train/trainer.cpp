@@ -17,8 +17,6 @@
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/collectives/wait.hpp"
-#include "ringtrain/files/error.hpp"
-#include "ringtrain/files/input.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/data/dataset.hpp"
 #include "ringtrain/framework/data/sampler.hpp"
@@ -158,7 +156,6 @@ class TrainingRun {
   void build_step();
   void open_run_directory();
   std::optional<std::filesystem::path> load_checkpoint();
-  void refuse_unsigned_resume_of_signed_run() const;
   void continue_from(const std::optional<std::filesystem::path>& resumed_from);
   double job_mtbf_from_hosts();
   void count_skipped(std::uint64_t step, bool applied);
@@ -378,32 +375,10 @@ std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
                                                  config_.checkpoint_key, config_.zero_gather);
   if (config_.resume.empty()) return std::nullopt;
   load_agreed<UsageError>(comm_, [&] {
-    refuse_unsigned_resume_of_signed_run();
+    refuse_unsigned_resume(run_dir_path_, checkpointer_->signs());
     return 0;
   });
   return checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });
-}
-
-// The run directory's manifest says whether the run signs its checkpoints; a launch without
-// the key may not continue a signed run (its saves would be unsigned).
-void TrainingRun::refuse_unsigned_resume_of_signed_run() const {
-  const std::filesystem::path manifest = run_dir_path_ / "manifest.json";
-  if (checkpointer_->signs() || files::kind_at(manifest).empty()) return;
-  constexpr std::size_t kMaxManifestBytes = std::size_t{64} << 20;
-  std::string text;
-  try {
-    text = files::read_small_file(manifest, {.max_bytes = kMaxManifestBytes});
-  } catch (const files::FileError& e) {
-    throw UsageError(e.what());  // a FIFO or a link in its place: refused, not waited on
-  }
-  const auto json = nlohmann::json::parse(text, nullptr, false);
-  const auto signed_run = json.is_object() ? json.find("checkpoints_signed") : json.end();
-  if (signed_run != json.end() && *signed_run == true)
-    throw UsageError(
-        fmt::format("{}: the run was signed (its manifest says checkpoints_signed) and this "
-                    "launch has no key: resume with the key it was signed with "
-                    "(--checkpoint-key FILE or RINGTRAIN_CHECKPOINT_KEY_FILE)",
-                    run_dir_path_.string()));
 }
 
 // What depends on the step we start at: the resume's records, the save policy, the logs.

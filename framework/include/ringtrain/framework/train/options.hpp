@@ -54,6 +54,11 @@ struct TrainOption {
   std::string default_text() const;
 };
 
+// `o` with the range [minimum, maximum]: stated in its help, and set() refuses a value outside
+// it ("--blas-threads 100000: outside the range [0, 1024]") after the row's own parser, also
+// one too large for the field's type. Every numeric row of the table has one.
+TrainOption ranged(TrainOption o, double minimum, double maximum);
+
 // All options, in the order --help lists them.
 std::span<const TrainOption> train_options();
 // The option called `name` (without dashes), or nullptr.

@@ -36,6 +36,12 @@ class RunDirectory {
   std::ofstream metrics_;
 };
 
+// A resume of the run in `run_dir`: throws UsageError if its manifest.json says the run signs
+// its checkpoints (checkpoints_signed) and this launch has no key (`signs` false), so that a
+// signed run never goes on unsigned; a manifest.json that is not a small regular file is
+// refused too. No manifest: nothing to check (the checkpoints' seals say it as well).
+void refuse_unsigned_resume(const std::filesystem::path& run_dir, bool signs);
+
 // Writes `text` to `path` so that a reader sees the old or the new file, never a torn one:
 // files::write_file_atomically (a destination that is not a regular file is refused, the
 // temporary `path`.tmp is created new beside it, fsynced, renamed; removed if anything fails).
