@@ -3,7 +3,8 @@
 # The data's digest guards a resume:
 #  - a run on data.h5 records the digest in its manifest; a fresh run on changed.h5 (one
 #    train value differs) records another
-#  - resuming the first run on changed.h5 is refused: exit 1, one line naming both digests,
+#  - resuming the first run on changed.h5 is refused as a checkpoint of another experiment:
+#    exit 2, one line naming both digests and paths,
 #    and the run directory's manifest.json, config.toml and metrics.jsonl are left as they were
 #  - resuming it on the same arrays in a .npy folder (another layout and path, the same
 #    names, dtypes, shapes and bytes) is accepted and ends bitwise equal to the run that
@@ -46,9 +47,9 @@ was=$(digest straight/manifest.json) is=$(digest other/manifest.json)
 mkdir kept && cp stopped/manifest.json stopped/config.toml stopped/metrics.jsonl kept/
 run --data changed.h5 --steps 10 --run-dir stopped --resume auto 2>err.txt
 code=$?
-[[ $code -eq 1 ]] || fail "resume on changed data: exit $code, expected 1"
+[[ $code -eq 2 ]] || fail "resume on changed data: exit $code, expected 2"
 [[ $(grep -c . err.txt) -eq 1 ]] || fail "the refusal took more than one line"
-grep -q "cannot resume: .*digest $was (.*data.h5), but this run's data has digest $is (.*changed.h5)" err.txt ||
+grep -q "a checkpoint of another experiment: the data's digest (--data) $was (.*data.h5) (this launch: $is (.*changed.h5))" err.txt ||
   fail "the refusal does not name both digests and paths"
 for file in manifest.json config.toml metrics.jsonl; do
   cmp -s "kept/$file" "stopped/$file" || fail "the refused resume rewrote stopped/$file"

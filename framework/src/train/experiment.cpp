@@ -58,11 +58,18 @@ void check_same_experiment(const std::string& stored_config_json,
     const std::string key(k.key);
     if (!stored.contains(key) || !run.contains(key) || stored[key] == run[key]) continue;
     const std::string separator = differences.empty() ? "" : ", ";
+    // The data: each digest with the path it was computed on.
+    const auto data_path = [&](const nlohmann::json& json) {
+      return key == "data_digest" && json.contains("data_path")
+                 ? " (" + shown(json["data_path"]) + ")"
+                 : std::string();
+    };
     if (key == "model_spec")  // a TOML text: say that it differs, do not print it
       differences += separator + std::string(k.flag) + " differs";
     else
-      differences += fmt::format("{}{} {} (this launch: {})", separator, k.flag, shown(stored[key]),
-                                 shown(run[key]));
+      differences +=
+          fmt::format("{}{} {}{} (this launch: {}{})", separator, k.flag, shown(stored[key]),
+                      data_path(stored), shown(run[key]), data_path(run));
   }
   if (differences.empty()) return;
   throw UsageError(fmt::format(
