@@ -2,7 +2,7 @@
 file(REMOVE_RECURSE ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
-foreach(f bin/ringtrain lib/libringtrain_framework.a lib/pkgconfig/ringtrain.pc
+foreach(f bin/ringtrain bin/ringtrain-supervise lib/libringtrain_framework.a lib/pkgconfig/ringtrain.pc
           lib/cmake/ringtrain/ringtrainConfig.cmake include/ringtrain/framework/sequential.hpp)
   if(NOT EXISTS ${WORK_DIR}/prefix/${f})
     message(FATAL_ERROR "installed tree lacks ${f}")
@@ -23,4 +23,10 @@ if(PYTHON_DIR)
   set(ENV{PYTHONPATH} ${WORK_DIR}/prefix/${PYTHON_DIR})
   run(/usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_python.py)
   message(STATUS "python: ${last_output}")
+endif()
+
+# The supervisor runs from the prefix (its package under share/ringtrain) and says how.
+run(${WORK_DIR}/prefix/bin/ringtrain-supervise --help)
+if(NOT last_output MATCHES "--hostfile" OR NOT last_output MATCHES "--min-hosts")
+  message(FATAL_ERROR "ringtrain-supervise --help lacks the host options: ${last_output}")
 endif()

@@ -3,7 +3,7 @@
 # Every tool in TOOLS_DIR answers --help with a usage text: exit 0 within 20 s, at least three
 # lines on standard output, a line with "usage", and the tool's own name; nothing written to
 # the folder it runs in (--help does not start the tool's work). Python tools run under
-# Debian's /usr/bin/python3. supervise.py is left out while it is being rewritten.
+# Debian's /usr/bin/python3.
 set -u
 tools=$1
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -14,7 +14,6 @@ failed=0 checked=0
 for tool in "$tools"/*; do
   [[ -f $tool ]] || continue
   name=$(basename "$tool")
-  [[ $name == supervise.py ]] && continue
   run=("$tool")
   [[ $name == *.py ]] && run=(/usr/bin/python3 "$tool")
   timeout -k 5 20 "${run[@]}" --help </dev/null >"$out" 2>"$err"
