@@ -217,6 +217,19 @@ class Evidence(unittest.TestCase):
         self.assertEqual(found["blamed"], ["h1"])  # h0's rank is the watchdog's victim
         self.assertEqual([(b["host"], b["exit_code"]) for b in found["banner"]], [("h1", 9), ("h0", 3)])
 
+    def test_a_failed_call_to_a_peer_blames_the_peer_without_a_banner(self):
+        log = ("Abort(605677071) on node 0 (rank 0 in comm 0): Fatal error in internal_Isend: Other "
+               "MPI error, error stack:\ninternal_Isend(120): MPI_Isend(buf=0x5598a34cfcf0, count=8, "
+               "MPI_BYTE, 2, 5459276, MPI_COMM_WORLD, request=0x5598a34dae7c) failed\n"
+               "MPIDI_UCX_send(83).:  returned failed request in UCX netmod(ucx_send.h 83 "
+               "MPIDI_UCX_send Endpoint timeout)\n")
+        with tempfile.TemporaryDirectory() as d:
+            found = diagnosis.diagnose(log, d, time.time(), ["h0", "h1", "h2"])
+            self.assertEqual((found["blamed"], found["peers"]), (["h2"], [{"rank": 2, "host": "h2"}]))
+            banner = "=   PID 7 RUNNING AT h1\n=   EXIT CODE: 9\n"
+            self.assertEqual(diagnosis.diagnose(banner + log, d, time.time(), ["h0", "h1", "h2"])["blamed"],
+                             ["h1"])  # the banner, when there is one, is the better witness
+
 
 class LedgerTable(unittest.TestCase):
     def test_worlds_as_a_table_and_damaged_lines(self):

@@ -6,8 +6,7 @@ Two ways to run, and a table:
       relaunch the same command with --resume auto after each failure
   ringtrain-supervise --hosts a,b,c | --hostfile F | --slurm [options] -- ringtrain train ... --run-dir RUN
       start mpiexec on the hosts that answer; shrink when a host is lost, grow back when it
-      returns (elastic.py). A command that does not start with a launcher implies the hosts
-      of the Slurm allocation when neither --hosts nor --hostfile is given.
+      returns (elastic.py). --slurm: the hosts of the Slurm allocation the supervisor runs in.
   ringtrain-supervise --history RUN
       the run's worlds, from RUN/restarts.jsonl, as a table
 
@@ -22,7 +21,7 @@ import shutil
 import sys
 
 from . import accounting
-from .command import CommandError, TrainCommand, is_launcher
+from .command import CommandError, TrainCommand
 from .elastic import ElasticSupervisor
 from .hosts import HostError, load_hosts
 from .supervisor import Supervisor
@@ -134,17 +133,15 @@ def parse_command_line(argv):
     return o, command, attempt_args
 
 
-def wants_hosts(o, command):
-    return bool(o.hosts or o.hostfile or o.slurm) or not is_launcher(command[0])
-
-
 def make_supervisor(o, command, attempt_args):
     common = dict(max_restarts=o.max_restarts, ledger=o.ledger, summary=o.summary,
                   attempt_args=attempt_args, timeout_s=o.timeout_per_attempt, poll_s=o.poll_s,
                   quiet=o.quiet, finalize_grace_s=o.finalize_grace)
-    if not wants_hosts(o, command):
+    if not (o.hosts or o.hostfile or o.slurm):
         return Supervisor(command, **common)
     note = (lambda text: None) if o.quiet else (lambda text: print("supervise: " + text, file=sys.stderr))
+    if o.slurm and (o.hosts or o.hostfile):
+        raise CommandError("--slurm and --hosts/--hostfile: give one source of hosts")
     hosts = load_hosts(o.hostfile, o.hosts, o.slots, os.environ, note=note)
     train = TrainCommand(command)
     mpiexec = shlex.split(o.mpiexec)
