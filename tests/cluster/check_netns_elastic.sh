@@ -150,7 +150,8 @@ PY
     bitwise run ref1 ;;
   hierarchical)
     [[ $code == 0 ]] || fail "the supervised run exited '$code'"
-    ledger "len(ledger) == 2" "ledger[1]['hosts'] == [h[0] + ':2'] and ledger[1]['world_size'] == 2"
+    ledger "len(ledger) == 2" "ledger[1]['hosts'] == [h[0] + ':2'] and ledger[1]['world_size'] == 2" \
+      "ledger[1]['step_restored'] == 4 and ledger[1]['local_batches'] == [24, 24]"
     last=checkpoints/step-00000024.h5
     "$ringtrain" inspect "run/$last" --compare "ref/$last" --rtol 1e-5 >compare.log 2>&1 ||
       fail "the shrunk run is not within 1e-5 of the uninterrupted one: $(tail -1 compare.log)"

@@ -21,7 +21,7 @@ import shutil
 import sys
 
 from . import accounting
-from .command import CommandError, TrainCommand
+from .command import CommandError, TrainCommand, flag_value
 from .elastic import ElasticSupervisor
 from .hosts import HostError, load_hosts
 from .supervisor import Supervisor
@@ -150,6 +150,9 @@ def make_supervisor(o, command, attempt_args):
     if o.min_hosts > len(hosts):
         raise CommandError("--min-hosts %d but only %d host(s) given" % (o.min_hosts, len(hosts)))
     train.split(sum(h.slots for h in hosts))  # NoSplit now rather than after a failure
+    if flag_value(command, "mtbf") is not None:
+        note("--mtbf is the job's MTBF and stays the same in every world; --node-mtbf (one "
+             "host's) makes the job MTBF of --checkpoint-every auto follow the host count")
     if train.user_split is not None:
         note("--local-batches %s is replaced in every world by the supervisor's split of "
              "--global-batch %d" % (train.user_split, train.global_batch))
