@@ -73,6 +73,10 @@ def goodput_round(o, hosts, work, rng, i):
     if out["elastic"]["parts"] and out["elastic"]["lost"] is not None:
         predicted = predict(o, ideal3, ideal2, out["elastic"], step, out["elastic"]["lost"])
         out["predicted"] = {k: {"T": v, "goodput": ideal3["T"] / v} for k, v in predicted.items()}
+        # hosts with cores of their own: 2 hosts take 3/2 of the 3-host step
+        own = predict(o, ideal3, dict(ideal2, t=1.5 * ideal3["t"]), out["elastic"], step,
+                      out["elastic"]["lost"])
+        out["predicted_own_cores"] = {k: {"T": v, "goodput": ideal3["T"] / v} for k, v in own.items()}
     return out
 
 
@@ -84,19 +88,23 @@ def goodput(o, hosts, work, rng):
         print("round %d: %s" % (i, json.dumps(r)), flush=True)
     good = [r for r in rounds if "predicted" in r and r["elastic"]["exit"] == 0 and r["wait"]["exit"] == 0]
     print("\n%d of %d rounds usable; medians (the machine is shared):" % (len(good), len(rounds)))
-    print("%-8s %10s %10s %12s %12s" % ("strategy", "wall s", "goodput", "model wall", "model goodput"))
+    print("%-8s %10s %10s %12s %14s %22s" % ("strategy", "wall s", "goodput", "model wall",
+                                             "model goodput", "model, t2 = 1.5 t3"))
     med = lambda f: statistics.median(f(r) for r in good) if good else float("nan")
     table = {}
     for name in ("elastic", "wait"):
         table[name] = {"T": med(lambda r: r[name]["T"]), "goodput": med(lambda r: r[name]["goodput"]),
                        "model_T": med(lambda r: r["predicted"][name]["T"]),
-                       "model_goodput": med(lambda r: r["predicted"][name]["goodput"])}
+                       "model_goodput": med(lambda r: r["predicted"][name]["goodput"]),
+                       "own_cores_goodput": med(lambda r: r["predicted_own_cores"][name]["goodput"])}
         t = table[name]
-        print("%-8s %10.2f %10.3f %12.2f %12.3f" % (name, t["T"], t["goodput"], t["model_T"],
-                                                    t["model_goodput"]))
+        print("%-8s %10.2f %10.3f %12.2f %14.3f %22.3f" % (
+            name, t["T"], t["goodput"], t["model_T"], t["model_goodput"], t["own_cores_goodput"]))
     ratios = [r["elastic"]["goodput"] / r["wait"]["goodput"] for r in good]
-    print("uninterrupted 3-host wall %.2f s (median); t3 %.4f s, t2 %.4f s per step" % (
-        med(lambda r: r["ideal3"]["T"]), med(lambda r: r["ideal3"]["t"]), med(lambda r: r["ideal2"]["t"])))
+    print("uninterrupted 3-host wall %.2f s (median); t3 %.4f s, t2 %.4f s per step; worlds: %s" % (
+        med(lambda r: r["ideal3"]["T"]), med(lambda r: r["ideal3"]["t"]), med(lambda r: r["ideal2"]["t"]),
+        "; ".join("elastic %s, wait %s" % ("->".join(map(str, r["elastic"]["worlds"])),
+                                          "->".join(map(str, r["wait"]["worlds"]))) for r in good)))
     if ratios:
         print("elastic goodput / wait goodput per round: %s; median %.2f" % (
             ", ".join("%.2f" % x for x in ratios), statistics.median(ratios)))
