@@ -27,7 +27,7 @@ std::string range_number(double value) {
 TrainOption ranged(TrainOption o, double minimum, double maximum) {
   o.minimum = minimum;
   o.maximum = maximum;
-  const std::string range = "[" + range_number(minimum) + ", " + range_number(maximum) + "]";
+  const std::string range = fmt::format("[{}, {}]", range_number(minimum), range_number(maximum));
   o.help += (o.help.empty() ? "range " : " (range ") + range + (o.help.empty() ? "" : ")");
   o.set = [store = std::move(o.set), flag = o.flag(), minimum, maximum, range](
               TrainConfig& c, std::string_view text) {
