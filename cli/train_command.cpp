@@ -106,7 +106,7 @@ void add_train(CLI::App& app, Runner& run,
   train->add_option("--test-save-cost-s", f.save_cost_s)->delimiter(',')->group("");
   train->add_option("--test-fail-save-steps", f.fail_save_steps)->delimiter(',')->group("");
   train->add_option("--test-step-s", f.step_s)->group("");
-  train->add_option("--test-pause-step", f.pause_step)->group("");
+  train->add_option("--test-pause-step", f.pause_steps)->delimiter(',')->group("");
   train->add_option("--test-pause-file", f.pause_file)->group("");
 
   train->callback([&run, config, faults, on_results] {

@@ -11,6 +11,7 @@
 
 #include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/error.hpp"
+#include "ringtrain/framework/train/stop_signals.hpp"
 
 namespace ringtrain {
 namespace {
@@ -33,7 +34,8 @@ class ScriptedFaults final : public FaultInjector {
   void after_step(int rank, std::uint64_t done) const override {
     if (!plan_.kill_at_snapshot && plan_.kill_rank == rank && plan_.kill_step == done)
       std::raise(SIGKILL);
-    if (plan_.pause_step == done && !plan_.pause_file.empty()) wait_for_pause_file(rank);
+    if (!plan_.pause_file.empty() && std::ranges::count(plan_.pause_steps, done) > 0)
+      wait_for_pause_file(rank, done);
   }
   void after_snapshot(int rank, std::uint64_t done) const override {
     if (plan_.kill_at_snapshot && plan_.kill_rank == rank && plan_.kill_step == done)
@@ -65,14 +67,16 @@ class ScriptedFaults final : public FaultInjector {
   }
 
  private:
-  // Says so (rank 0) and polls for the test's file; gives up after a minute so a broken test
+  // Says so (rank 0) and polls for the test's file; a stop signal ends the wait too (the run
+  // then stops at the next agreed boundary), and it gives up after a minute so a broken test
   // cannot hang a run.
-  void wait_for_pause_file(int rank) const {
+  void wait_for_pause_file(int rank, std::uint64_t done) const {
     if (rank == 0)
       std::fprintf(stderr, "ringtrain: test pause after step %llu until %s exists\n",
-                   static_cast<unsigned long long>(plan_.pause_step), plan_.pause_file.c_str());
+                   static_cast<unsigned long long>(done), plan_.pause_file.c_str());
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-    while (!std::filesystem::exists(plan_.pause_file) && std::chrono::steady_clock::now() < give_up)
+    while (!std::filesystem::exists(plan_.pause_file) && !stop_signal_arrived() &&
+           std::chrono::steady_clock::now() < give_up)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 

@@ -27,6 +27,8 @@ StopSignals::~StopSignals() {
   sigaction(SIGUSR1, &old_usr1_, nullptr);
 }
 
-bool StopSignals::requested() const { return g_stop_requested != 0; }
+bool StopSignals::requested() const { return stop_signal_arrived(); }
+
+bool stop_signal_arrived() { return g_stop_requested != 0; }
 
 }  // namespace ringtrain

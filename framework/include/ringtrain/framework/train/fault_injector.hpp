@@ -67,9 +67,10 @@ struct FaultPlan {
   // The k-th save's cost is save_cost_s[k] (the last value repeats); empty: measured.
   std::vector<double> save_cost_s;
   double step_s = 0.0;  // > 0: the planner converts τ to steps with this step time
-  // Every rank waits after completing pause_step until the file pause_file exists (at most
-  // a minute), so a test can change the world at a known point of the run.
-  std::uint64_t pause_step = 0;
+  // Every rank waits after completing each of pause_steps until the file pause_file exists
+  // (at most a minute), so a test can change the world at known points of the run; a test
+  // that pauses twice removes the file between the pauses.
+  std::vector<std::uint64_t> pause_steps;
   std::string pause_file;
 };
 

@@ -21,4 +21,8 @@ class StopSignals {
   struct sigaction old_term_ {}, old_usr1_ {};
 };
 
+// True once SIGTERM or SIGUSR1 arrived while a StopSignals was alive: a wait of this rank's
+// own (a test's pause) ends on it, so the stop is taken at the next agreed boundary.
+bool stop_signal_arrived();
+
 }  // namespace ringtrain
