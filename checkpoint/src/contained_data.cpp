@@ -91,7 +91,7 @@ DataArray read_description(ReplyStream& in, const fs::path& file, const std::str
   DataArray array;
   array.where = file.string() + " " + name;
   const std::uint64_t type = in.u64();
-  if (type < 1 || type > 4) in.bad("an unknown type for " + name);
+  if (type < 1 || type > kDataTypeCount) in.bad("an unknown type for " + name);
   array.type = static_cast<DataType>(type);
   const std::uint64_t rank = in.u64();
   if (rank < 1 || rank > kMaxDataRank) in.bad("a rank of " + std::to_string(rank));

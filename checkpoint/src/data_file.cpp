@@ -20,9 +20,17 @@ namespace fs = std::filesystem;
 
 std::size_t data_item_bytes(DataType type) {
   switch (type) {
+    case DataType::kBool:
+    case DataType::kInt8:
     case DataType::kUint8:
       return 1;
+    case DataType::kInt16:
+    case DataType::kUint16:
+    case DataType::kFloat16:
+      return 2;
     case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64:
       return 8;
     default:
       return 4;
@@ -92,30 +100,56 @@ void require_hard_links(hid_t file, const std::string& name, const std::string& 
   }
 }
 
-// The type of a dataset's file type, or a refusal for anything but little-endian float32,
-// uint8, int32 and int64.
+// IEEE binary16 as NumPy and h5py store it: sign bit 15, exponent bits 10-14 (bias 15),
+// mantissa bits 0-9, implied leading one, all 16 bits used.
+bool is_ieee_half(hid_t type) {
+  std::size_t sign = 0, exponent = 0, exponent_bits = 0, mantissa = 0, mantissa_bits = 0;
+  return H5Tget_size(type) == 2 && H5Tget_precision(type) == 16 && H5Tget_offset(type) == 0 &&
+         H5Tget_fields(type, &sign, &exponent, &exponent_bits, &mantissa, &mantissa_bits) >= 0 &&
+         sign == 15 && exponent == 10 && exponent_bits == 5 && mantissa == 0 &&
+         mantissa_bits == 10 && H5Tget_ebias(type) == 15 && H5Tget_norm(type) == H5T_NORM_IMPLIED;
+}
+
+// NumPy's bool as h5py stores it: an enum over int8 of two members, 0 and 1.
+bool is_h5py_bool(hid_t type) {
+  const DataHandle base(H5Tget_super(type), H5Tclose);
+  if (!base.ok() || H5Tequal(base.get(), H5T_STD_I8LE) <= 0 || H5Tget_nmembers(type) != 2)
+    return false;
+  std::int8_t values[2] = {-1, -1};
+  for (unsigned m = 0; m < 2; ++m)
+    if (H5Tget_member_value(type, m, &values[m]) < 0) return false;
+  return std::min(values[0], values[1]) == 0 && std::max(values[0], values[1]) == 1;
+}
+
+// The type of a dataset's file type: exactly one of HDF5's standard little-endian integers or
+// IEEE floats (H5Tequal: no other precision, offset or padding, whose raw bytes would read as
+// other values), IEEE binary16, or h5py's bool; a refusal for anything else.
 DataType type_of(hid_t type, const std::string& where) {
   const H5T_class_t type_class = H5Tget_class(type);
   const std::size_t size = H5Tget_size(type);
   const bool integer = type_class == H5T_INTEGER, floating = type_class == H5T_FLOAT;
+  if (type_class == H5T_ENUM && is_h5py_bool(type)) return DataType::kBool;
   if ((integer || floating) && size > 1 && H5Tget_order(type) != H5T_ORDER_LE)
     fail(where,
          "big-endian data are not supported; store the dataset little-endian ('<f4', "
          "'<i8', ...)");
-  if (floating && size == 4) return DataType::kFloat32;
-  if (integer) {
-    const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
-    if (size == 1 && !is_signed) return DataType::kUint8;
-    if (size == 4 && is_signed) return DataType::kInt32;
-    if (size == 8 && is_signed) return DataType::kInt64;
-  }
+  const std::pair<hid_t, DataType> standard[] = {
+      {H5T_STD_I8LE, DataType::kInt8},      {H5T_STD_U8LE, DataType::kUint8},
+      {H5T_STD_I16LE, DataType::kInt16},    {H5T_STD_U16LE, DataType::kUint16},
+      {H5T_STD_I32LE, DataType::kInt32},    {H5T_STD_U32LE, DataType::kUint32},
+      {H5T_STD_I64LE, DataType::kInt64},    {H5T_STD_U64LE, DataType::kUint64},
+      {H5T_IEEE_F32LE, DataType::kFloat32}, {H5T_IEEE_F64LE, DataType::kFloat64},
+  };
+  for (const auto& [known, data_type] : standard)
+    if (H5Tequal(type, known) > 0) return data_type;
+  if (floating && is_ieee_half(type)) return DataType::kFloat16;
   fail(where, std::string("unsupported dtype (") +
                   (floating  ? "float"
                    : integer ? "integer"
                              : "non-numeric type") +
                   " of " + std::to_string(size) +
-                  " bytes): x must be float32 or uint8, y int64, int32 or uint8 labels or "
-                  "float32 targets");
+                  " bytes, not a standard layout): x must be a float or integer array, y "
+                  "integer or bool labels or float targets");
 }
 
 std::vector<std::uint64_t> shape_of(hid_t dataset, const std::string& where) {
@@ -129,19 +163,6 @@ std::vector<std::uint64_t> shape_of(hid_t dataset, const std::string& where) {
   std::array<hsize_t, kMaxDataRank> dims{};
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   return std::vector<std::uint64_t>(dims.begin(), dims.begin() + rank);
-}
-
-hid_t native_type(DataType type) {
-  switch (type) {
-    case DataType::kUint8:
-      return H5T_NATIVE_UINT8;
-    case DataType::kInt32:
-      return H5T_NATIVE_INT32;
-    case DataType::kInt64:
-      return H5T_NATIVE_INT64;
-    default:
-      return H5T_NATIVE_FLOAT;
-  }
 }
 
 // Refuses a dataset whose storage is not all there: HDF5 would return fill values for what
@@ -299,7 +320,7 @@ DataFileReader::DataFileReader(const fs::path& file, const std::vector<std::stri
     DataHandle dataset(H5Oopen(h5_.get(), name.c_str(), H5P_DEFAULT), H5Oclose);
     if (!dataset.ok() || H5Iget_type(dataset.get()) != H5I_DATASET)
       fail(array.where, "not a dataset");
-    const DataHandle type(H5Dget_type(dataset.get()), H5Tclose);
+    DataHandle type(H5Dget_type(dataset.get()), H5Tclose);
     if (!type.ok()) fail(array.where, "cannot read the dataset's type");
     array.type = type_of(type.get(), array.where);
     array.shape = shape_of(dataset.get(), array.where);
@@ -312,6 +333,7 @@ DataFileReader::DataFileReader(const fs::path& file, const std::vector<std::stri
     check_size(storage, dataset.get(), need, file_bytes, array);
     arrays_.push_back(std::move(array));
     datasets_.push_back(std::move(dataset));
+    types_.push_back(std::move(type));
   }
   classes_ = read_classes(h5_.get(), file);
 }
@@ -338,7 +360,7 @@ void DataFileReader::read(std::size_t i,
     if (!file_space.ok() || !memory_space.ok() ||
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
                             nullptr) < 0 ||
-        H5Dread(dataset, native_type(array.type), memory_space.get(), file_space.get(), H5P_DEFAULT,
+        H5Dread(dataset, types_.at(i).get(), memory_space.get(), file_space.get(), H5P_DEFAULT,
                 piece.data()) < 0)
       fail(array.where, "cannot read the data (damaged or truncated file, or a filter HDF5 lacks)");
     sink(piece);

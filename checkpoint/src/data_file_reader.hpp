@@ -56,6 +56,9 @@ class DataFileReader {
   std::filesystem::path file_;
   DataHandle h5_;
   std::vector<DataHandle> datasets_;  // parallel to arrays_
+  // Each dataset's file type, also the memory type it is read as: the bytes come as stored
+  // (type_of accepted only little-endian standard layouts), no conversion by HDF5.
+  std::vector<DataHandle> types_;
   std::vector<DataArray> arrays_;
   std::optional<std::int64_t> classes_;
 };

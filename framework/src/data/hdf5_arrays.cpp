@@ -19,13 +19,30 @@ namespace fs = std::filesystem;
 namespace {
 
 DType dtype_of(checkpoint::DataType type) {
+  using T = checkpoint::DataType;
   switch (type) {
-    case checkpoint::DataType::kUint8:
+    case T::kBool:
+      return DType::kBool;
+    case T::kInt8:
+      return DType::kInt8;
+    case T::kUint8:
       return DType::kUint8;
-    case checkpoint::DataType::kInt32:
+    case T::kInt16:
+      return DType::kInt16;
+    case T::kUint16:
+      return DType::kUint16;
+    case T::kInt32:
       return DType::kInt32;
-    case checkpoint::DataType::kInt64:
+    case T::kUint32:
+      return DType::kUint32;
+    case T::kInt64:
       return DType::kInt64;
+    case T::kUint64:
+      return DType::kUint64;
+    case T::kFloat16:
+      return DType::kFloat16;
+    case T::kFloat64:
+      return DType::kFloat64;
     default:
       return DType::kFloat32;
   }

@@ -145,17 +145,23 @@ class DictParser {
     return shape;
   }
 
+  // NumPy's little-endian descriptors ('|' for one-byte types, which have no byte order).
   DType dtype_of(const std::string& descr) {
-    if (descr == "<f4") return DType::kFloat32;
-    if (descr == "|u1" || descr == "<u1") return DType::kUint8;
-    if (descr == "<i4") return DType::kInt32;
-    if (descr == "<i8") return DType::kInt64;
+    static constexpr std::pair<const char*, DType> kDescrs[] = {
+        {"|b1", DType::kBool},    {"|i1", DType::kInt8},    {"<i1", DType::kInt8},
+        {"|u1", DType::kUint8},   {"<u1", DType::kUint8},   {"<i2", DType::kInt16},
+        {"<u2", DType::kUint16},  {"<i4", DType::kInt32},   {"<u4", DType::kUint32},
+        {"<i8", DType::kInt64},   {"<u8", DType::kUint64},  {"<f2", DType::kFloat16},
+        {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64},
+    };
+    for (const auto& [name, dtype] : kDescrs)
+      if (descr == name) return dtype;
     if (!descr.empty() && descr[0] == '>')
       fail(file_, fmt::format("big-endian array (descr '{}') is not supported; save it "
                               "little-endian (array.astype(array.dtype.newbyteorder('<')))",
                               files::escaped(descr)));
-    fail(file_, fmt::format("unsupported dtype (descr '{}'): x must be float32 or uint8, y int64, "
-                            "int32 or uint8 labels or float32 targets",
+    fail(file_, fmt::format("unsupported dtype (descr '{}'): x must be a float or integer "
+                            "array, y integer or bool labels or float targets",
                             files::escaped(descr)));
   }
 

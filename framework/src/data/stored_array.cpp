@@ -18,28 +18,45 @@
 
 namespace ringtrain::data {
 
+namespace {
+
+struct DTypeFacts {
+  DType dtype;
+  const char* name;
+  std::size_t bytes;
+};
+constexpr DTypeFacts kDTypes[] = {
+    {DType::kBool, "bool", 1},       {DType::kInt8, "int8", 1},
+    {DType::kUint8, "uint8", 1},     {DType::kInt16, "int16", 2},
+    {DType::kUint16, "uint16", 2},   {DType::kInt32, "int32", 4},
+    {DType::kUint32, "uint32", 4},   {DType::kInt64, "int64", 8},
+    {DType::kUint64, "uint64", 8},   {DType::kFloat16, "float16", 2},
+    {DType::kFloat32, "float32", 4}, {DType::kFloat64, "float64", 8},
+};
+
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < std::size(kDTypes); ++i)
+    if (static_cast<std::size_t>(kDTypes[i].dtype) != i) return false;
+  return true;
+}
+static_assert(in_enum_order(), "kDTypes lists the dtypes in the order of the enum");
+
+const DTypeFacts& facts(DType dtype) {
+  return kDTypes[static_cast<std::size_t>(dtype)];
+}
+
+}  // namespace
+
 const char* to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kUint8:
-      return "uint8";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    default:
-      return "float32";
-  }
+  return facts(dtype).name;
 }
 
 std::size_t item_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::kUint8:
-      return 1;
-    case DType::kInt64:
-      return 8;
-    default:
-      return 4;
-  }
+  return facts(dtype).bytes;
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kFloat32 || dtype == DType::kFloat64;
 }
 
 MappedFile::MappedFile(const std::filesystem::path& file) : path_(file) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <system_error>
 
+#include "ringtrain/framework/data/convert.hpp"
 #include "ringtrain/framework/data/hdf5_arrays.hpp"
 #include "ringtrain/framework/data/npy.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -34,11 +35,8 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
-// x: float32 or uint8, rank >= 2, at least one sample.
+// x: any numeric dtype (convert.hpp), rank >= 2, at least one sample.
 void check_x(const StoredArray& x) {
-  if (x.dtype != DType::kFloat32 && x.dtype != DType::kUint8)
-    fail(x.where, fmt::format("samples (x) of dtype {} are not supported: store float32 or uint8",
-                              to_string(x.dtype)));
   if (x.shape.size() < 2)
     fail(x.where, fmt::format("samples (x) of shape {} have the wrong rank: expected (n, ...) "
                               "with at least two dimensions, e.g. (n, features) or (n, C, H, W)",
@@ -48,15 +46,16 @@ void check_x(const StoredArray& x) {
     if (d == 0) fail(x.where, fmt::format("empty samples: shape {}", shape_text(x.shape)));
 }
 
-// Targets per sample of a float32 y: (n) is 1, (n, k) is k; 0 for integer labels.
+// Targets per sample of a float y: (n) is 1, (n, k) is k; 0 for integer or bool labels.
 std::size_t target_width(const StoredArray& y) {
-  if (y.dtype != DType::kFloat32) return 0;
+  if (!is_floating(y.dtype)) return 0;
   return y.shape.size() == 2 ? static_cast<std::size_t>(y.shape[1]) : 1;
 }
 
-// y: integer labels of rank 1, or float32 targets (n) or (n, k); as many rows as x has samples.
+// y: integer or bool labels of rank 1, or float targets (n) or (n, k); as many rows as x has
+// samples.
 void check_y(const StoredArray& y, const StoredArray& x) {
-  if (y.dtype == DType::kFloat32) {
+  if (is_floating(y.dtype)) {
     if (y.shape.size() != 1 && y.shape.size() != 2)
       fail(y.where, fmt::format("float targets (y) of shape {} have the wrong rank: expected (n) "
                                 "or (n, k), k targets per sample (regression)",
@@ -80,29 +79,12 @@ void check_same_task(const StoredArray& train_y, const StoredArray& test_y) {
   if (train_k == test_k) return;
   const auto kind = [](std::size_t k) {
     return k == 0 ? std::string("integer class labels")
-                  : fmt::format("float32 regression targets ({} per sample)", k);
+                  : fmt::format("float regression targets ({} per sample)", k);
   };
   fail(test_y.where, fmt::format("holds {} but {} holds {}: the train and test y must be of one "
-                                 "kind (integer labels for classification, float32 targets of "
-                                 "the same width for regression)",
+                                 "kind (integer labels for classification, float targets of the "
+                                 "same width for regression)",
                                  kind(test_k), train_y.where, kind(train_k)));
-}
-
-std::int64_t label_at(const StoredArray& y, std::span<const std::uint8_t> bytes, std::size_t i) {
-  switch (y.dtype) {
-    case DType::kUint8:
-      return bytes[i];
-    case DType::kInt32: {
-      std::int32_t v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      return v;
-    }
-    default: {
-      std::int64_t v;
-      std::memcpy(&v, bytes.data() + 8 * i, 8);
-      return v;
-    }
-  }
 }
 
 // The labels as int32, each checked to be in [0, classes).
@@ -110,7 +92,7 @@ std::vector<std::int32_t> read_labels(const StoredArray& y, std::size_t classes)
   const std::span<const std::uint8_t> bytes = y.bytes();
   std::vector<std::int32_t> labels(static_cast<std::size_t>(y.shape[0]));
   for (std::size_t i = 0; i < labels.size(); ++i) {
-    const std::int64_t label = label_at(y, bytes, i);
+    const std::int64_t label = integer_at(y, bytes, i);
     if (label < 0 || static_cast<std::uint64_t>(label) >= classes)
       fail(y.where, fmt::format("label {} at index {} is out of range: expected 0..{} ({} "
                                 "classes)",
@@ -120,24 +102,18 @@ std::vector<std::int32_t> read_labels(const StoredArray& y, std::size_t classes)
   return labels;
 }
 
-// The targets (n, k) as floats, each checked finite: one NaN target would poison every
+// The targets (n, k) as float32, each checked finite: one NaN target would poison every
 // parameter through the loss.
 std::vector<float> read_targets(const StoredArray& y) {
-  const std::span<const std::uint8_t> bytes = y.bytes();
   std::vector<float> targets(static_cast<std::size_t>(y.items()));
-  if (!bytes.empty()) std::memcpy(targets.data(), bytes.data(), bytes.size());
-  const std::size_t k = target_width(y);
-  for (std::size_t i = 0; i < targets.size(); ++i)
-    if (!std::isfinite(targets[i]))
-      fail(y.where,
-           fmt::format("{} at sample {}, target {}: y must be finite", targets[i], i / k, i % k));
+  to_float32(y, targets, "y", "target");
   return targets;
 }
 
 std::int64_t max_label(const StoredArray& y) {
   const std::span<const std::uint8_t> bytes = y.bytes();
   std::int64_t most = -1;
-  for (std::size_t i = 0; i < y.shape[0]; ++i) most = std::max(most, label_at(y, bytes, i));
+  for (std::size_t i = 0; i < y.shape[0]; ++i) most = std::max(most, integer_at(y, bytes, i));
   return most;
 }
 
@@ -177,8 +153,8 @@ std::uint64_t scan_x(const StoredArray& x, bool digest) {
   return digest ? XXH3_64bits_digest(state.get()) : 0;
 }
 
-// Every sample of `x` as floats in memory: uint8 / 255, float32 as is. DataError when the
-// floats would not fit in this machine's memory.
+// Every sample of `x` as floats in memory: uint8 / 255, the rest converted (convert.hpp).
+// DataError when the floats would not fit in this machine's memory.
 Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
   checked_stored_bytes(x.shape, sizeof(float), memory_bytes(), x.where,
                        "this machine's memory (as floats in memory)");
@@ -189,12 +165,23 @@ Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
   if (x.dtype == DType::kUint8)
     bytes_to_unit(bytes, images.span());
   else
-    std::memcpy(images.data(), bytes.data(), bytes.size());
+    to_float32(x, images.span(), "x", "element");
   return images;
 }
 
-ArrayFacts facts_of(const char* name, const StoredArray& a) {
-  return {name, a.where, a.dtype, a.shape, a.mapped(), 0};
+// Array i of the four (train x, y, test x, y), as the manifest records it before digests.
+ArrayFacts facts_of(std::size_t i, const StoredArray& a, bool map) {
+  const bool samples = i % 2 == 0;
+  const ArrayRole role = samples                ? ArrayRole::kSamples
+                         : is_floating(a.dtype) ? ArrayRole::kTargets
+                                                : ArrayRole::kLabels;
+  return {kArrayNames[i],
+          a.where,
+          a.dtype,
+          a.shape,
+          samples && map && a.mapped() && samples_kept(a.dtype),
+          0,
+          conversion_of(a.dtype, role)};
 }
 
 // Refuses data that would hold more than the limit in memory: samples not mapped, as floats,
@@ -219,8 +206,8 @@ void check_memory_limit(const DataInfo& info, const LoadOptions& options) {
                    info.layout == DataLayout::kIdx
                        ? "IDX files are compressed and read into memory: store the data as HDF5 "
                          "or .npy to map it"
-                       : "samples are mapped only from contiguous, unfiltered HDF5 datasets and "
-                         ".npy files: store x that way"));
+                       : "samples are mapped only as float32 or uint8 from contiguous, unfiltered "
+                         "HDF5 datasets and .npy files: store x that way"));
 }
 
 // The four arrays (train x, y, test x, y) of an HDF5 file or a .npy folder.
@@ -280,11 +267,8 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   splits.info.num_targets = target_width(a[1]);
   if (!splits.info.regression())
     splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
-  // Samples stay mapped; labels are always converted into memory.
-  for (std::size_t i = 0; i < 4; ++i) {
-    splits.info.arrays.push_back(facts_of(kArrayNames[i], a[i]));
-    splits.info.arrays.back().mapped = a[i].mapped() && options.map && i % 2 == 0;
-  }
+  // Samples that need no conversion stay mapped; labels are always converted into memory.
+  for (std::size_t i = 0; i < 4; ++i) splits.info.arrays.push_back(facts_of(i, a[i], options.map));
   check_memory_limit(splits.info, options);
   splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
   splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
@@ -310,7 +294,8 @@ DataSplits load_idx(const fs::path& dir, const LoadOptions& options) {
     std::vector<std::uint64_t> shape = {d.size()};
     if (i % 2 == 0) shape.insert(shape.end(), d.sample_shape.begin(), d.sample_shape.end());
     splits.info.arrays.push_back(
-        {kArrayNames[i], dir.string(), DType::kUint8, shape, false, i % 2 ? d.y_xxh3 : d.x_xxh3});
+        {kArrayNames[i], dir.string(), DType::kUint8, shape, false, i % 2 ? d.y_xxh3 : d.x_xxh3,
+         conversion_of(DType::kUint8, i % 2 ? ArrayRole::kLabels : ArrayRole::kSamples)});
   }
   // Each images file was checked against the limit before it was inflated; this checks the
   // four arrays together.
@@ -347,7 +332,7 @@ Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t cla
     dataset.num_classes = classes;
   }
   dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
-  if (x.mapped() && options.map)
+  if (x.mapped() && options.map && samples_kept(x.dtype))
     dataset.mapped = {
         .file = x.mapping, .held = nullptr, .first = x.bytes().data(), .dtype = x.dtype};
   else

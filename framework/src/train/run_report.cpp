@@ -127,6 +127,17 @@ void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
   m["seed"] = c.seed;
 }
 
+// "  converted: train/x float64 rounded to float32 (to nearest), ..." for samples other than
+// float32 and uint8 and for float targets other than float32 (labels always become int32).
+std::string converted_arrays(const data::DataInfo& d) {
+  std::vector<std::string> parts;
+  for (const data::ArrayFacts& a : d.arrays)
+    if (!a.conversion.empty() && a.dtype != data::DType::kUint8 &&
+        (a.name.ends_with("x") || data::is_floating(a.dtype)))
+      parts.push_back(a.name + " " + a.conversion);
+  return parts.empty() ? std::string() : fmt::format("  converted: {}", fmt::join(parts, ", "));
+}
+
 // Where the samples came from and how they are stored.
 nlohmann::json data_json(const data::DataInfo& d) {
   nlohmann::json arrays = nlohmann::json::array();
@@ -136,6 +147,7 @@ nlohmann::json data_json(const data::DataInfo& d) {
                       {"dtype", data::to_string(a.dtype)},
                       {"shape", a.shape},
                       {"mapped", a.mapped},
+                      {"conversion", a.conversion.empty() ? "none" : a.conversion},
                       {"xxh3", fmt::format("{:016x}", a.xxh3)}});
   return {{"path", d.path},
           {"digest", d.digest},
@@ -219,18 +231,17 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   };
   if (const std::string warning = blas::kernels_warning(); !warning.empty())
     lines.push_back("  " + warning);
-  lines.insert(
-      lines.end(),
-      {fmt::format("  data {} ({}): {} train / {} test samples of shape {}, {}{}", f.data.path,
-                   to_string(f.data.layout), f.train_samples, f.test_samples,
-                   to_string(f.data.sample_shape),
-                   f.data.regression() ? fmt::format("{} float targets (regression, --loss mse)",
-                                                     f.data.num_targets)
-                                       : fmt::format("{} classes", f.data.num_classes),
-                   !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""),
-       fmt::format("  global batch {} = local batches {}", f.global_batch,
-                   fmt::join(f.local_batches, "+")),
-       fmt::format("  reduction {}", describe(f.reduction))});
+  lines.push_back(fmt::format(
+      "  data {} ({}): {} train / {} test samples of shape {}, {}{}", f.data.path,
+      to_string(f.data.layout), f.train_samples, f.test_samples, to_string(f.data.sample_shape),
+      f.data.regression()
+          ? fmt::format("{} float targets (regression, --loss mse)", f.data.num_targets)
+          : fmt::format("{} classes", f.data.num_classes),
+      !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""));
+  if (std::string line = converted_arrays(f.data); !line.empty()) lines.push_back(line);
+  lines.insert(lines.end(), {fmt::format("  global batch {} = local batches {}", f.global_batch,
+                                         fmt::join(f.local_batches, "+")),
+                             fmt::format("  reduction {}", describe(f.reduction))});
   if (f.model) {
     const std::string table = f.model->summary();
     std::size_t begin = 0;

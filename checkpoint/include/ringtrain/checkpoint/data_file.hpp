@@ -6,7 +6,9 @@
 // is "<file>: the HDF5 library crashed while reading it (SIGSEGV): refused", not the job's end.
 //
 // What the child checks, for every array before reading any data: a hard link inside the
-// file to a dataset; dtype little-endian uint8, int32, int64 or float32; a simple dataspace of
+// file to a dataset; a dtype that is exactly one of HDF5's standard little-endian integers
+// (8 to 64 bits, signed or not), IEEE floats (16, 32 or 64 bits), or the enum h5py writes for
+// NumPy's bool (an int8 of FALSE 0 and TRUE 1); a simple dataspace of
 // rank 1 to 8; no external storage, not virtual; storage allocated (a dataset declared but
 // never written would read as fill values); the shape's bytes within what the storage can
 // hold: exactly the stored size and inside the file when unfiltered, at most
@@ -27,7 +29,22 @@
 
 namespace ringtrain::checkpoint {
 
-enum class DataType : std::uint64_t { kUint8 = 1, kInt32 = 2, kInt64 = 3, kFloat32 = 4 };
+// NumPy's numeric dtypes; the values cross the contained reader's pipe.
+enum class DataType : std::uint64_t {
+  kUint8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat32 = 4,
+  kBool = 5,
+  kInt8 = 6,
+  kInt16 = 7,
+  kUint16 = 8,
+  kUint32 = 9,
+  kUint64 = 10,
+  kFloat16 = 11,
+  kFloat64 = 12,
+};
+inline constexpr std::uint64_t kDataTypeCount = 12;
 std::size_t data_item_bytes(DataType type);
 
 // A filtered dataset may declare at most this many times its stored bytes: the deflate

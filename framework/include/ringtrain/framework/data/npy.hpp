@@ -10,7 +10,8 @@
 //   dict     ASCII Python literal, padded with spaces, ending in '\n', e.g.
 //            {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 784), }
 //   data     items x item size bytes, nothing after them
-// Accepted: descr '<f4' (float32), '|u1' or '<u1' (uint8), '<i4' (int32), '<i8' (int64);
+// Accepted: NumPy's little-endian numeric descrs: '|b1' (bool), '|i1' '|u1' (int8, uint8),
+// '<i2' '<u2' '<i4' '<u4' '<i8' '<u8', '<f2' '<f4' '<f8' (float16, float32, float64);
 // fortran_order False. Every defect throws DataError naming the file and what was found.
 #pragma once
 

@@ -7,7 +7,8 @@
 // readers refuse anything else, so everything after them reads one layout.
 //
 // Vocabulary: "item" is one element (4 bytes of float32, 1 byte of uint8); "stored bytes" is
-// items x item size.
+// items x item size. The dtypes are NumPy's numeric ones: what training reads from each
+// (floats, int32 labels) is convert.hpp's business.
 #pragma once
 
 #include <cstddef>
@@ -21,11 +22,25 @@
 
 namespace ringtrain::data {
 
-enum class DType { kUint8, kInt32, kInt64, kFloat32 };
+enum class DType {
+  kBool,  // one byte, 0 or 1 (NumPy's bool)
+  kInt8,
+  kUint8,
+  kInt16,
+  kUint16,
+  kInt32,
+  kUint32,
+  kInt64,
+  kUint64,
+  kFloat16,  // IEEE binary16
+  kFloat32,
+  kFloat64,
+};
 
-// "uint8", "int32", "int64", "float32"
+// NumPy's names: "bool", "int8", "uint8", ..., "float16", "float32", "float64"
 const char* to_string(DType dtype);
 std::size_t item_bytes(DType dtype);
+bool is_floating(DType dtype);  // float16, float32, float64
 
 // A whole file mapped read-only. Move-only; unmaps in the destructor.
 // A mapped file that shrinks under its mapping (truncated by someone while a run trains on
