@@ -1,7 +1,7 @@
 // The losses of loss.hpp. Softmax cross-entropy is computed stably: shift by the row maximum
 // before exp.
 //   log p[c] = z[c] - m - log Σ_j exp(z[j] - m),   m = max_j z[j]
-// Squared error sums in double, as the cross-entropy does.
+// Squared error sums in double, as the cross-entropy does, one sample's k terms at a time.
 #include "ringtrain/framework/loss.hpp"
 
 #include <cmath>
@@ -57,10 +57,15 @@ LossResult softmax_cross_entropy_eval(std::span<const float> logits,
 LossResult squared_error(std::span<const float> outputs, std::span<const float> targets,
                          std::size_t n, std::size_t width, float scale, std::span<float> doutputs) {
   LossResult result;
-  for (std::size_t j = 0; j < n * width; ++j) {
-    const float residual = outputs[j] - targets[j];  // ŷ - y
-    result.loss_sum += 0.5 * double(residual) * double(residual);
-    doutputs[j] = scale * residual;  // dŷ = scale · (ŷ - y)
+  const float factor = scale * (2.0f / float(width));  // dŷ = scale · (2/k)(ŷ - y)
+  for (std::size_t i = 0; i < n; ++i) {
+    double row = 0.0;  // Σ_k (ŷ_ik - y_ik)²
+    for (std::size_t j = i * width; j < (i + 1) * width; ++j) {
+      const float residual = outputs[j] - targets[j];  // ŷ - y
+      row += double(residual) * double(residual);
+      doutputs[j] = factor * residual;
+    }
+    result.loss_sum += row / double(width);
   }
   return result;
 }
@@ -68,9 +73,13 @@ LossResult squared_error(std::span<const float> outputs, std::span<const float> 
 LossResult squared_error_eval(std::span<const float> outputs, std::span<const float> targets,
                               std::size_t n, std::size_t width) {
   LossResult result;
-  for (std::size_t j = 0; j < n * width; ++j) {
-    const float residual = outputs[j] - targets[j];  // as in training
-    result.loss_sum += 0.5 * double(residual) * double(residual);
+  for (std::size_t i = 0; i < n; ++i) {
+    double row = 0.0;  // as in training
+    for (std::size_t j = i * width; j < (i + 1) * width; ++j) {
+      const float residual = outputs[j] - targets[j];
+      row += double(residual) * double(residual);
+    }
+    result.loss_sum += row / double(width);
   }
   return result;
 }

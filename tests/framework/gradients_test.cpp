@@ -265,11 +265,11 @@ TEST_CASE("squared_error doutputs match finite differences of loss_sum * scale",
   std::vector<float> doutputs(n * width);
   const LossResult r = squared_error(outputs, targets, n, width, scale, doutputs);
 
-  // The loss is ½ Σ (ŷ - y)², summed over samples and targets, computed here in double.
-  double half_sum = 0.0;
+  // Each sample's loss is the mean of its (ŷ - y)² over the width, computed here in double.
+  double sum = 0.0;
   for (std::size_t j = 0; j < n * width; ++j)
-    half_sum += 0.5 * (double(outputs[j]) - targets[j]) * (double(outputs[j]) - targets[j]);
-  CHECK(r.loss_sum == Approx(half_sum).epsilon(1e-6));
+    sum += (double(outputs[j]) - targets[j]) * (double(outputs[j]) - targets[j]) / double(width);
+  CHECK(r.loss_sum == Approx(sum).epsilon(1e-6));
   CHECK(squared_error_eval(outputs, targets, n, width).loss_sum == r.loss_sum);
   CHECK(r.correct == 0);
 
@@ -277,6 +277,31 @@ TEST_CASE("squared_error doutputs match finite differences of loss_sum * scale",
   check_loss_gradient("outputs", outputs, doutputs, [&] {
     return squared_error(outputs, targets, n, width, scale, scratch).loss_sum * scale;
   });
+}
+
+TEST_CASE("squared_error with scale 1/n is torch.nn.MSELoss(): its loss and its gradient",
+          "[loss]") {
+  // MSELoss (reduction "mean") over a batch of n samples of k outputs:
+  //   L = (1/(n·k)) Σ_i Σ_k (ŷ_ik - y_ik)²,   ∂L/∂ŷ_ik = (2/(n·k)) (ŷ_ik - y_ik)
+  // computed here in double from its definition, for widths 1 (y of shape (n)) and more.
+  std::mt19937 rng(12);
+  for (std::size_t width : {1, 3, 10}) {
+    const std::size_t n = 7;
+    const std::vector<float> outputs = random_normal(n * width, rng, 2.0f);
+    const std::vector<float> targets = random_normal(n * width, rng, 2.0f);
+    std::vector<float> doutputs(n * width);
+    const LossResult r = squared_error(outputs, targets, n, width, 1.0f / float(n), doutputs);
+    double mse = 0.0;
+    for (std::size_t j = 0; j < n * width; ++j)
+      mse += (double(outputs[j]) - targets[j]) * (double(outputs[j]) - targets[j]);
+    mse /= double(n * width);
+    INFO("width " << width);
+    CHECK(r.loss_sum / double(n) == Approx(mse).epsilon(1e-6));  // residuals in float
+    for (std::size_t j = 0; j < n * width; ++j) {
+      const double torch = 2.0 / double(n * width) * (double(outputs[j]) - targets[j]);
+      CHECK(doutputs[j] == Approx(torch).epsilon(1e-6));
+    }
+  }
 }
 
 TEST_CASE("squared_error over a split batch sums to the whole batch's gradient", "[loss]") {

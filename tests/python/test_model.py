@@ -120,3 +120,53 @@ def test_gradients_equal_ringtrain_trains_first_step(spec, tmp_path):
     assert sorted(momentum) == sorted(model.gradients()), sorted(state["optimizer"])
     for name, g in model.gradients().items():
         assert np.array_equal(g.view(np.uint32), momentum[name].view(np.uint32)), name
+
+
+TORCH_MSE = """
+import sys
+import numpy as np
+import torch
+d = np.load(sys.argv[1])
+w1, b1, w2, b2 = (torch.tensor(d[k], requires_grad=True) for k in ("w1", "b1", "w2", "b2"))
+h = torch.relu(torch.from_numpy(d["x"]) @ w1.T + b1)  # weights (out, in), as torch.nn.Linear
+loss = torch.nn.MSELoss()(h @ w2.T + b2, torch.from_numpy(d["y"]))
+loss.backward()
+np.savez(sys.argv[2], loss=loss.item(), w1=w1.grad.numpy(), b1=b1.grad.numpy(),
+         w2=w2.grad.numpy(), b2=b2.grad.numpy())
+"""
+
+
+def test_squared_error_is_torch_mse_loss(spec, tmp_path):
+    """Regression: with scale 1/n the batch's loss is torch.nn.MSELoss()'s, and so is every
+    gradient (the same weights, the same batch, k = 3 outputs). PyTorch runs in a child
+    process: it must not share this process's MPI library."""
+    if comm.rank != 0:
+        comm.barrier()
+        return
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
+    if probe.returncode != 0:
+        comm.barrier()
+        pytest.skip("no PyTorch for /usr/bin/python3")
+    model = ringtrain.Model(spec, (5,), 3, seed=8)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((9, 5)).astype(np.float32)
+    y = rng.standard_normal((9, 3)).astype(np.float32)
+    loss_sum = model.loss_and_backward(x, y, 1.0 / 9)
+    p = model.parameters()
+    names = sorted(p)  # layers.0 (linear 5 -> 6) before layers.2 (linear 6 -> 3)
+    weights = [n for n in names if n.endswith("weight")]
+    biases = [n for n in names if n.endswith("bias")]
+    inputs = {"x": x, "y": y, "w1": p[weights[0]], "b1": p[biases[0]], "w2": p[weights[1]],
+              "b2": p[biases[1]]}
+    np.savez(tmp_path / "in.npz", **inputs)
+    done = subprocess.run(["/usr/bin/python3", "-c", TORCH_MSE, str(tmp_path / "in.npz"),
+                           str(tmp_path / "out.npz")], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    comm.barrier()
+    assert done.returncode == 0, done.stderr
+    torch_out = np.load(tmp_path / "out.npz")
+    assert loss_sum / 9 == pytest.approx(float(torch_out["loss"]), rel=1e-6)
+    g = model.gradients()
+    for mine, theirs in ((weights[0], "w1"), (biases[0], "b1"), (weights[1], "w2"),
+                         (biases[1], "b2")):
+        assert np.allclose(g[mine], torch_out[theirs], rtol=1e-5, atol=1e-7), mine

@@ -149,7 +149,7 @@ std::size_t DataParallelStep::take_slice(const data::GlobalBatch& batch) {
 
 // outputs = model(x)                                       (b_r, outputs)
 // loss    = Σ_i ℓ_i;  doutputs = scale · ∂loss/∂outputs,  scale = 1/B for sum-scaled
-// ℓ_i: softmax cross-entropy of the logits (class labels) or ½ Σ_k (ŷ_ik - y_ik)² (targets)
+// ℓ_i: softmax cross-entropy of the logits (class labels) or (1/k) Σ_k (ŷ_ik - y_ik)² (targets)
 LossResult DataParallelStep::forward_and_loss(std::size_t n, std::size_t global_samples) {
   const auto outputs = model_.forward(inputs_, n, context(n, true),
                                       traced_ ? forward_hook_ : std::function<void(std::size_t)>{});

@@ -82,7 +82,7 @@ Evaluation evaluate_slice(const collectives::Communicator& comm, Sequential& mod
   Evaluation e;
   e.loss = totals[1] / samples;
   if (test.regression())
-    e.mse = 2.0 * totals[1] / (samples * double(test.num_targets));  // Σ(ŷ-y)² = 2 Σ ℓ
+    e.mse = e.loss;  // ℓ_i is sample i's mean squared error (loss.hpp)
   else
     e.accuracy = totals[0] / samples;
   return e;

@@ -104,8 +104,9 @@ void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
                  {"value", c.target > 0 ? nlohmann::json(c.target) : nlohmann::json()}};
   m["loss"] =
       regression
-          ? "mse: per-sample loss 1/2 sum_k (y_hat_k - y_k)^2, summed over the batch and scaled "
-            "by the reduction's scale"
+          ? "mse: per-sample loss (1/k) sum_k (y_hat_k - y_k)^2 (the mean over the sample's k "
+            "targets, as torch.nn.MSELoss), summed over the batch and scaled by the reduction's "
+            "scale: the loss printed is the batch's mean squared error"
           : "cross-entropy: per-sample loss -log softmax(z)[y], summed over the batch and scaled "
             "by the reduction's scale";
   m["evaluation"] = {

@@ -6,14 +6,15 @@
 //   ℓ_i = -log p_i[y_i]
 //   dz_i = scale · (p_i - onehot(y_i))
 //
-// Squared error over K targets (regression, float targets; --loss mse):
+// Squared error over K targets (regression, float targets; --loss mse), PyTorch's convention:
 //
-//   ℓ_i = ½ Σ_k (ŷ_ik - y_ik)²      ŷ: outputs (n, K), y: targets (n, K)
-//   dŷ_i = scale · (ŷ_i - y_i)
+//   ℓ_i = (1/K) Σ_k (ŷ_ik - y_ik)²   ŷ: outputs (n, K), y: targets (n, K)
+//   dŷ_i = scale · (2/K) (ŷ_i - y_i)
 //
-// The ½ makes the gradient the plain residual. The *metric* evaluation reports is the mean
-// squared error over every value, MSE = Σ_i Σ_k (ŷ_ik - y_ik)² / (n·K) = 2·Σ_i ℓ_i / (n·K)
-// (as scikit-learn's mean_squared_error and NumPy's ((ŷ - y)**2).mean() compute it).
+// With scale = 1/n the batch's loss (1/n) Σ_i ℓ_i is the mean over all n·K values, which is
+// torch.nn.MSELoss()'s (reduction "mean"), scikit-learn's mean_squared_error and NumPy's
+// ((ŷ - y)**2).mean(), and the gradient is MSELoss's: a learning rate carries over from
+// PyTorch. The loss evaluation reports is therefore the test MSE itself.
 //
 // The caller chooses the scale. For one defined update every rank passes
 // scale = 1/B with B the number of samples of the *global* batch, so the ring's sum of the
@@ -41,8 +42,8 @@ LossResult softmax_cross_entropy_eval(std::span<const float> logits,
                                       std::span<const std::int32_t> labels, std::size_t n,
                                       std::size_t classes);
 
-// Σ_i ½ Σ_k (ŷ_ik - y_ik)² over n rows of `targets` (n, targets) values; writes
-// doutputs = scale · (ŷ - y) (fully overwritten, may alias nothing). `correct` stays 0.
+// Σ_i (1/K) Σ_k (ŷ_ik - y_ik)² over n rows of `targets` (n, K) values; writes
+// doutputs = scale · (2/K)(ŷ - y) (fully overwritten, may alias nothing). `correct` stays 0.
 LossResult squared_error(std::span<const float> outputs, std::span<const float> targets,
                          std::size_t n, std::size_t width, float scale, std::span<float> doutputs);
 

@@ -23,7 +23,7 @@ inline constexpr std::size_t kEvalChunk = 256;
 struct Evaluation {
   double accuracy = 0.0;  // correct / test samples (classification)
   double mse = 0.0;       // Σ (ŷ - y)² / (test samples · targets) (regression)
-  double loss = 0.0;      // mean per-sample loss: cross-entropy, or ½ Σ_k (ŷ_k - y_k)²
+  double loss = 0.0;      // mean per-sample loss: cross-entropy, or (1/k) Σ_k (ŷ_k - y_k)²
 };
 
 // The metric a run reports, stops on and records: test accuracy for class labels, test MSE
