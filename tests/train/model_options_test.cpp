@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 
 #include "ringtrain/framework/error.hpp"
@@ -13,6 +14,7 @@
 #include "ringtrain/models/registry.hpp"
 
 using namespace ringtrain;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -61,9 +63,12 @@ TEST_CASE("overlap modes and segments in flight: what validate accepts", "[confi
 namespace {
 
 // A value of `option` other than its default, as text: the next number, another word,
-// the switch given, a string no option has by default.
+// the switch given, another list, an absolute path, a string no option has by default.
 std::string other_value(const TrainOption& option) {
   const std::string text = option.default_text();
+  if (option.list) return text == "7,1" ? "7,2" : "7,1";
+  if (option.path == PathRule::kPath) return "/data/x,1";
+  if (option.path == PathRule::kTomlFile) return "/specs/x,1.toml";
   switch (option.kind) {
     case ValueKind::kWhole:
       return std::to_string(std::stoll(text) + 1);
@@ -101,6 +106,41 @@ TEST_CASE("options: every option of the table round-trips through config.toml", 
     apply_config_toml(read, toml, "config.toml");
     CHECK(read.to_json() == written.to_json());
   }
+}
+
+TEST_CASE("options: config.toml travels: paths absolute, relative ones from the file's folder",
+          "[options]") {
+  TrainConfig written;
+  written.data_dir = "data/d.h5";
+  written.model = "specs/m.toml";
+  written.cost_model = "../fit.json";
+  written.mlp_hidden = "64,32";
+  const std::string toml = written.to_toml();
+  const auto absolute = [](const char* p) {
+    return std::filesystem::absolute(p).lexically_normal().string();
+  };
+  CHECK_THAT(toml, Contains("\ndata = \"" + absolute("data/d.h5") + "\"\n"));
+  CHECK_THAT(toml, Contains("\nmodel = \"" + absolute("specs/m.toml") + "\"\n"));
+  CHECK_THAT(toml, Contains("\ncost-model = \"" + absolute("../fit.json") + "\"\n"));
+  CHECK_THAT(toml, Contains("\nmlp-hidden = [64, 32]\n"));
+  // A built-in model's name is not a path.
+  CHECK_THAT(TrainConfig{}.to_toml(), Contains("\nmodel = \"mlp\"\n"));
+  // Read from a file in /runs/a: relative paths from there; lists in either form.
+  TrainConfig read;
+  apply_config_toml(read,
+                    "data = \"d.h5\"\nmodel = \"../m.toml\"\ncheckpoint-key = \"/k/key\"\n"
+                    "mlp-hidden = [8, 4]\nlocal-batches = \"3,5\"\n",
+                    "/runs/a/run.toml");
+  CHECK(read.data_dir == "/runs/a/d.h5");
+  CHECK(read.model == "/runs/m.toml");
+  CHECK(read.checkpoint_key == "/k/key");
+  CHECK(read.mlp_hidden == "8,4");
+  CHECK(read.local_batches == "3,5");
+  apply_config_toml(read, "model = \"cnn\"\n", "/runs/a/run.toml");
+  CHECK(read.model == "cnn");
+  CHECK_THROWS_WITH(apply_config_toml(read, "mlp-hidden = [8, 4.5]\n", "run.toml"),
+                    Contains("run.toml line 1: value of 'mlp-hidden': an array holds whole "
+                             "numbers only"));
 }
 
 TEST_CASE("options: config.toml only writes switches that are on", "[options]") {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/options.hpp"
 
@@ -81,17 +83,25 @@ nlohmann::json TrainConfig::to_json() const {
 
 std::string TrainConfig::to_toml() const {
   // One `key = value` line per option, in the table's order, strings quoted; `--config`
-  // reads it back. Left out: empty strings and false switches (the defaults), the options a
-  // rerun picks itself (--run-dir, --resume), and whichever of --steps / --epochs the run did
-  // not use (the two flags exclude each other).
+  // reads it back from any folder: paths absolute, lists as TOML arrays. Left out: empty
+  // strings and false switches (the defaults), the options a rerun picks itself (--run-dir,
+  // --resume), and whichever of --steps / --epochs the run did not use (the two flags exclude
+  // each other).
   std::string text = "# resolved configuration of this run: ringtrain train --config <this file>\n";
   for (const TrainOption& option : train_options()) {
-    const nlohmann::json value = option.get(*this);
+    nlohmann::json value = option.get(*this);
     if (!option.in_config_toml) continue;
     if (value.is_string() && value.get<std::string>().empty()) continue;
     if (value.is_boolean() && !value.get<bool>()) continue;
     if (option.name == (steps > 0 ? "epochs" : "steps")) continue;
-    text += option.name + " = " + value.dump() + "\n";
+    if (value.is_string() && option.names_file(value.get<std::string>()))
+      value = std::filesystem::absolute(value.get<std::string>()).lexically_normal().string();
+    if (option.list)  // [1024, 1024], as TOML writes an array
+      text +=
+          fmt::format("{} = [{}]\n", option.name,
+                      fmt::join(parse_size_list(value.get<std::string>(), option.flag()), ", "));
+    else
+      text += option.name + " = " + value.dump() + "\n";
   }
   return text;
 }

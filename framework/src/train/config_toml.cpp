@@ -1,9 +1,13 @@
 // The TOML reader of --config (options.hpp: read_config_keys, apply_config_toml): a file's
-// top-level keys as the text their flags would carry, applied through the option table.
+// top-level keys as the text their flags would carry, applied through the option table. An
+// array of whole numbers is a comma list (mlp-hidden = [64, 64] is --mlp-hidden 64,64); a
+// relative path of an option that names files is taken from the file's folder, so a config
+// file means the same from wherever it is read.
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -12,14 +16,38 @@
 namespace ringtrain {
 namespace {
 
-// A TOML value as flag text; throws for tables, arrays and dates.
+// A TOML value as flag text; throws for tables, dates and arrays of anything but whole numbers.
 std::string node_text(const toml::node& node, const std::string& where, const std::string& key) {
+  if (const toml::array* array = node.as_array()) {
+    std::string text;
+    for (const toml::node& item : *array) {
+      const auto whole = item.value_exact<std::int64_t>();
+      if (!whole)
+        throw UsageError(fmt::format(
+            "{}: value of '{}': an array holds whole numbers only ([64, 64])", where, key));
+      if (!text.empty()) text += ',';
+      text += std::to_string(*whole);
+    }
+    return text;
+  }
   if (auto s = node.value_exact<std::string>()) return *s;
   if (auto i = node.value_exact<std::int64_t>()) return std::to_string(*i);
   if (auto d = node.value_exact<double>()) return fmt::format("{}", *d);
   if (auto b = node.value_exact<bool>()) return *b ? "true" : "false";
   throw UsageError(
-      fmt::format("{}: value of '{}' must be a number, a \"string\" or true/false", where, key));
+      fmt::format("{}: value of '{}' must be a number, a \"string\", true/false or an array of "
+                  "whole numbers",
+                  where, key));
+}
+
+// `text` of option `key` as a --config file at `source` means it: a relative path from the
+// file's folder.
+std::string resolved(const std::string& key, std::string text, const std::string& source) {
+  const TrainOption* option = find_train_option(key);
+  if (option == nullptr || !option->names_file(text)) return text;
+  const std::filesystem::path path(text);
+  if (path.is_absolute()) return text;
+  return (std::filesystem::path(source).parent_path() / path).lexically_normal().string();
 }
 
 }  // namespace
@@ -38,7 +66,7 @@ std::vector<ConfigKey> read_config_keys(std::string_view toml_text, const std::s
     ConfigKey k;
     k.key = std::string(key.str());
     k.where = fmt::format("--config {} line {}", source, line);
-    k.text = node_text(node, k.where, k.key);
+    k.text = resolved(k.key, node_text(node, k.where, k.key), source);
     k.is_bool = node.is_boolean();
     keys.emplace_back(line, std::move(k));
   }

@@ -104,6 +104,18 @@ TrainOption negated_switch(std::string name, bool TrainConfig::*field, std::stri
   return o;
 }
 
+// An option whose values name files (PathRule).
+TrainOption path(TrainOption o, PathRule rule = PathRule::kPath) {
+  o.path = rule;
+  return o;
+}
+
+// An option that takes a comma list of whole numbers.
+TrainOption list(TrainOption o) {
+  o.list = true;
+  return o;
+}
+
 TrainOption hidden(TrainOption o) {
   o.hidden = true;
   return o;
@@ -142,6 +154,11 @@ std::vector<TrainOption> make_table() {
 }
 
 }  // namespace
+
+bool TrainOption::names_file(std::string_view text) const {
+  if (text.empty() || path == PathRule::kNone) return false;
+  return path == PathRule::kPath || (text.size() > 5 && text.ends_with(".toml"));
+}
 
 std::string TrainOption::default_text() const {
   return json_to_text(get(TrainConfig{}));
@@ -187,23 +204,24 @@ TrainOption resume_option() {
 
 std::vector<TrainOption> data_and_model_options() {
   return {
-      option("data", &TrainConfig::data_dir,
-             "IDX folder (default: the Debian package dataset-fashion-mnist), HDF5 file with "
-             "/train/x /train/y /test/x /test/y, or folder of train_x.npy train_y.npy "
-             "test_x.npy test_y.npy"),
+      path(option("data", &TrainConfig::data_dir,
+                  "IDX folder (default: the Debian package dataset-fashion-mnist), HDF5 file "
+                  "with /train/x /train/y /test/x /test/y, or folder of train_x.npy "
+                  "train_y.npy test_x.npy test_y.npy")),
       ranged(
           option("data-memory-limit", &TrainConfig::data_memory_limit,
                  "bytes the data may hold in memory (samples as floats, labels); contiguous HDF5 "
                  "and .npy samples are mapped and do not count, other data over it are refused "
                  "(0: this machine's memory)"),
           0, 0x1p50),
-      option("model", &TrainConfig::model,
-             "mlp | cnn | cnn-bn | FILE.toml (a [[layers]] list; see `ringtrain model`)"),
-      option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",
-             [](const TrainConfig& c, int) {
-               for (std::size_t w : parse_size_list(c.mlp_hidden, "--mlp-hidden"))
-                 require(w > 0, "--mlp-hidden " + c.mlp_hidden + ": widths must be > 0");
-             }),
+      path(option("model", &TrainConfig::model,
+                  "mlp | cnn | cnn-bn | FILE.toml (a [[layers]] list; see `ringtrain model`)"),
+           PathRule::kTomlFile),
+      list(option("mlp-hidden", &TrainConfig::mlp_hidden, "hidden widths of mlp",
+                  [](const TrainConfig& c, int) {
+                    for (std::size_t w : parse_size_list(c.mlp_hidden, "--mlp-hidden"))
+                      require(w > 0, "--mlp-hidden " + c.mlp_hidden + ": widths must be > 0");
+                  })),
       ranged(option("dropout", &TrainConfig::dropout, "dropout probability after hidden layers",
                     [](const TrainConfig& c, int) {
                       require(c.dropout >= 0.0f && c.dropout < 1.0f,
@@ -221,13 +239,13 @@ std::vector<TrainOption> data_and_model_options() {
                               "--global-batch 0: a step needs at least one sample");
                     }),
              1, 0x1p24),
-      option("local-batches", &TrainConfig::local_batches,
-             "explicit per-rank split b0,b1,... summing to the global batch",
-             [](const TrainConfig& c, int world_size) {
-               if (!c.local_batches.empty())
-                 data::parse_local_batches(c.local_batches, static_cast<std::size_t>(world_size),
-                                           c.global_batch);
-             }),
+      list(option("local-batches", &TrainConfig::local_batches,
+                  "explicit per-rank split b0,b1,... summing to the global batch",
+                  [](const TrainConfig& c, int world_size) {
+                    if (!c.local_batches.empty())
+                      data::parse_local_batches(
+                          c.local_batches, static_cast<std::size_t>(world_size), c.global_batch);
+                  })),
       ranged(option("steps", &TrainConfig::steps, "number of steps (overrides --epochs)"), 0,
              0x1p40),
       ranged(option("epochs", &TrainConfig::epochs, "epochs over the training set",
@@ -389,15 +407,15 @@ std::vector<TrainOption> bucket_options() {
              "what overlap buys step by step (the update is bitwise the same)"),
       option("progress", &TrainConfig::progress,
              "rings advance between layers on the main thread, or on a polling thread"),
-      option("cost-model", &TrainConfig::cost_model,
-             "JSON of `ringtrain bench allreduce --json` whose alpha-B fit sets the default "
-             "bucket cap",
-             [](const TrainConfig& c, int) {
-               require(c.cost_model.empty() || std::filesystem::is_regular_file(c.cost_model),
-                       "--cost-model " + c.cost_model +
-                           ": no such file (write one with `ringtrain bench allreduce --json "
-                           "FILE`)");
-             }),
+      path(option("cost-model", &TrainConfig::cost_model,
+                  "JSON of `ringtrain bench allreduce --json` whose alpha-B fit sets the default "
+                  "bucket cap",
+                  [](const TrainConfig& c, int) {
+                    require(c.cost_model.empty() || std::filesystem::is_regular_file(c.cost_model),
+                            "--cost-model " + c.cost_model +
+                                ": no such file (write one with `ringtrain bench allreduce --json "
+                                "FILE`)");
+                  })),
       ranged(option("trace-steps", &TrainConfig::trace_steps,
                     "steps recorded in trace.json (0: no trace)"),
              0, 10000),
@@ -519,9 +537,10 @@ std::vector<TrainOption> checkpoint_options() {
              "rank 0 inside the snapshot (snapshot: collective gather, training waits) or on "
              "the way to the writer thread (writer: each rank copies its shard and sends it "
              "without waiting; rank 0's writer assembles the full state)"),
-      option("checkpoint-key", &TrainConfig::checkpoint_key,
-             "MAC key file (32 bytes, readable by its owner only): sign every checkpoint and "
-             "refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, else none)"),
+      path(option("checkpoint-key", &TrainConfig::checkpoint_key,
+                  "MAC key file (32 bytes, readable by its owner only): sign every checkpoint "
+                  "and refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, "
+                  "else none)")),
       not_in_config_toml(resume_option()),
   };
 }

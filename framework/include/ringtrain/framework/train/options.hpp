@@ -30,6 +30,14 @@ enum class ValueKind {
   kChoice,  // one word of `choices` (an enum of modes.hpp)
 };
 
+// Which values of an option name a file or folder: config.toml writes them absolute, and a
+// relative one in a --config file is taken relative to that file's folder.
+enum class PathRule {
+  kNone,
+  kPath,      // every non-empty value (--data, --cost-model, --checkpoint-key)
+  kTomlFile,  // a value ending in ".toml" (--model: otherwise a built-in model's name)
+};
+
 struct TrainOption {
   std::string name;  // "global-batch": --global-batch, TOML key, manifest key
   ValueKind kind = ValueKind::kText;
@@ -48,8 +56,14 @@ struct TrainOption {
   // refuses others, before the value is stored: "--blas-threads 100000: outside the range
   // [0, 1024]". Every numeric option has one (the table refuses to build otherwise).
   double minimum = 0.0, maximum = 0.0;
+  PathRule path = PathRule::kNone;
+  // A comma list of whole numbers ("1024,1024"): config.toml writes it as a TOML array
+  // ([1024, 1024]), and a --config file may give either form.
+  bool list = false;
 
   std::string flag() const { return "--" + name; }
+  // True if `text`, a value of this option, names a file or folder (PathRule).
+  bool names_file(std::string_view text) const;
   // The value of a default TrainConfig as text ("128"; "" for an empty string).
   std::string default_text() const;
 };
@@ -67,15 +81,18 @@ const TrainOption* find_train_option(std::string_view name);
 // A value of the manifest's JSON as the text set() takes: "x" for a string, 0.05 for a number.
 std::string json_to_text(const nlohmann::json& value);
 
-// One key of a TOML config file: its value as the text a flag would carry, and where it is.
+// One key of a TOML config file: its value as the text a flag would carry (a TOML array of
+// whole numbers as "64,64"; a relative path of a train option resolved against the file's
+// folder), and where it is.
 struct ConfigKey {
   std::string key;
   std::string text;  // bools: "true" / "false"
   bool is_bool = false;
   std::string where;  // "FILE line N" for messages
 };
-// The top-level keys of a TOML document, in file order. Throws UsageError naming the source
-// and line for a syntax error or a value that is not a string, number or bool.
+// The top-level keys of a TOML document, in file order; `source` is the file's name, whose
+// folder relative paths are taken from. Throws UsageError naming the source and line for a
+// syntax error or a value that is not a string, number, bool or array of whole numbers.
 std::vector<ConfigKey> read_config_keys(std::string_view toml_text, const std::string& source);
 // Applies a TOML document written by TrainConfig::to_toml (or by hand) to `config`. Throws
 // UsageError naming the source, line and key for an unknown key or a bad value.
