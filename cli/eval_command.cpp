@@ -1,22 +1,27 @@
-// `ringtrain eval CHECKPOINT --data PATH [--predictions OUT.npy]`: a checkpoint's model on the
-// test split of PATH, its metric (test accuracy, or test MSE for a regression model) and loss,
-// and optionally every sample's predicted class (or output values).
+// `ringtrain eval CHECKPOINT|RUN_DIR --data PATH [--split test|validation|train]
+// [--outputs classes|probabilities|values] [--predictions OUT.npy]`: a checkpoint's model on
+// one split of PATH: its metric (accuracy, or MSE for a regression model) and loss where the
+// data hold labels, and every sample's prediction.
 //
-//   1. every rank reads the checkpoint as a resume does (an untrusted file, parsed in a
-//      contained reader child): the model's spec comes from the file (the canonical TOML a
-//      run stores in the header's configuration; files written before that name a built-in
-//      model, whose spec is compiled in), then its parameters and BatchNorm statistics
-//   2. every rank loads PATH (any layout of --data), builds the model for it, and the ranks
-//      split the test samples as the trainer's evaluation does (evaluation.hpp)
-//   3. rank 0 prints the metric and writes OUT.npy (int64 classes of shape (n); for regression
-//      float32 outputs shaped as the test y, (n) or (n, k)) through a temporary file and a
-//      rename (files/output.hpp): nothing half-written stays behind, and OUT.npy may not be a
-//      device, FIFO or directory, nor one of the command's inputs (the checkpoint, a data
-//      file, the key file): that is checked before anything is read
+//   1. every rank reads the checkpoint as a resume does (eval_checkpoint.hpp: a file, or a run
+//      directory's newest that verifies): the model's spec, sample shape and outputs come
+//      from the file, then its parameters and BatchNorm statistics
+//   2. every rank loads the split of PATH (split_data.hpp: any layout of --data, or x alone:
+//      /x or /test/x without y, test_x.npy alone, one FILE.npy), builds the model, and the
+//      ranks split the samples as the trainer's evaluation does (evaluation.hpp). The
+//      validation split is the part of train the run held out (--validation-fraction)
+//   3. rank 0 prints the metric (when there are labels) and writes OUT.npy through a
+//      temporary file and a rename (files/output.hpp): `classes` int64 (n), `probabilities`
+//      float32 (n, classes), `values` float32 outputs (logits (n, classes); a regression
+//      model's shaped as the y of the data, else (n) or (n, k)). Nothing half-written stays
+//      behind, and OUT.npy may not be a device, FIFO or directory, nor one of the command's
+//      inputs (the checkpoint, a data file, the key file): that is checked before anything
+//      is read
 // A defect of the checkpoint or the data, or data the model does not fit, is one line and
 // exit 2 on every rank (they agree first), with no predictions file.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -25,29 +30,29 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "eval_checkpoint.hpp"
 #include "ringtrain/checkpoint/contained.hpp"
-#include "ringtrain/checkpoint/error.hpp"
-#include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/files/output.hpp"
 #include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/data/holdout.hpp"
 #include "ringtrain/framework/data/npy.hpp"
-#include "ringtrain/framework/data/user_data.hpp"
+#include "ringtrain/framework/data/split_data.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
-#include "ringtrain/framework/train/options.hpp"
-#include "ringtrain/framework/train/state_values.hpp"
-#include "ringtrain/framework/train/training_state.hpp"
-#include "ringtrain/models/registry.hpp"
 
 namespace ringtrain::cli {
 namespace {
 
 namespace ck = checkpoint;
 
+enum class Outputs { kAuto, kClasses, kProbabilities, kValues };
+
 struct EvalArgs {
   std::string checkpoint, data, predictions, key_file;
+  std::string split = "test";
+  std::string outputs = "auto";
 };
 
 // Runs `work` on every rank; if it threw anywhere, every rank throws `Failure`, rank 0 (the one
@@ -74,128 +79,59 @@ void agreed(const collectives::Communicator& comm, Work&& work) {
   throw Failure(message.empty() ? "eval failed on another rank" : message);
 }
 
-// What the checkpoint's header says about the run that wrote it.
-struct StoredRun {
-  ck::VerifyResult file;  // header and every entry's kind and shape
-  TrainConfig config;     // seed, kernels, threads, the built-in model's options
-  models::ModelSpec spec;
-  std::optional<Shape> sample_shape;  // absent in files written before it was stored
-  std::optional<std::size_t> classes;
-  std::optional<std::size_t> targets;  // regression: outputs per sample (files with "loss")
+// The model's outputs per sample, and whether they are regression values, from the file
+// (or, in files written before they were stored, from labelled data).
+struct ModelOutputs {
+  std::size_t width = 0;
+  bool regression = false;
 };
 
-// The run's options from the header's JSON (untrusted: each value goes through its option's
-// parser; keys that are not options are left to the caller).
-TrainConfig config_of(const nlohmann::json& json, const std::string& file) {
-  TrainConfig config;
-  for (const auto& [key, value] : json.items()) {
-    const TrainOption* option = find_train_option(key);
-    if (option == nullptr || value.is_null()) continue;
-    try {
-      option->set(config, json_to_text(value));
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("{}: the stored configuration: {}", file, e.what()));
-    }
-  }
-  return config;
-}
-
-// The model's layer list: the stored canonical spec, or, in files written before it was
-// stored, the built-in model the configuration names (with its --mlp-hidden / --dropout).
-models::ModelSpec spec_of(const nlohmann::json& json, const TrainConfig& config,
-                          const std::string& file) {
-  if (json.contains("model_spec")) {
-    if (!json["model_spec"].is_string())
-      throw UsageError(file + ": the stored model_spec is not a string");
-    return models::parse_model_spec(json["model_spec"].get<std::string>(),
-                                    file + " (its model spec)");
-  }
-  if (models::is_spec_file(config.model))
+ModelOutputs outputs_of(const StoredRun& run, const data::SplitData& split,
+                        const std::string& file) {
+  const bool regression = run.config.loss == LossChoice::kMse;
+  if (regression && run.targets) return {*run.targets, true};
+  if (!regression && run.classes) return {*run.classes, false};
+  if (!split.data.labelled())
     throw UsageError(fmt::format(
-        "{}: written before checkpoints held the model's spec, by a run of --model {}: "
-        "its layer list is not in the file (resume that run for a few steps to get one that "
-        "holds it)",
-        file, config.model));
-  return models::model_spec(config);
+        "{}: written before checkpoints held the model's outputs: eval it on data with labels",
+        file));
+  return {split.info.outputs(), regression};
 }
 
-std::optional<Shape> shape_of(const nlohmann::json& json, const char* key,
-                              const std::string& file) {
-  if (!json.contains(key)) return std::nullopt;
-  const nlohmann::json& v = json[key];
-  Shape shape;
-  if (!v.is_array() || v.size() > 8)
-    throw UsageError(fmt::format("{}: stored {} is not a shape", file, key));
-  for (const nlohmann::json& d : v) {
-    if (!d.is_number_unsigned())
-      throw UsageError(fmt::format("{}: stored {} is not a shape", file, key));
-    shape.push_back(d.get<std::size_t>());
-  }
-  return shape;
-}
-
-StoredRun read_stored_run(const std::string& file, const ck::MacKey* key) {
-  StoredRun run;
-  run.file = ck::verify_file_contained(file, key);
-  const nlohmann::json json = nlohmann::json::parse(run.file.header.config_json, nullptr, false);
-  if (json.is_discarded() || !json.is_object())
-    throw UsageError(file + ": the stored configuration is not a JSON object");
-  run.config = config_of(json, file);
-  run.spec = spec_of(json, run.config, file);
-  run.sample_shape = shape_of(json, "sample_shape", file);
-  if (json.contains("classes")) {
-    if (!json["classes"].is_number_unsigned())
-      throw UsageError(file + ": the stored classes is not a whole number");
-    run.classes = json["classes"].get<std::size_t>();
-  }
-  if (json.contains("targets")) {
-    if (!json["targets"].is_number_unsigned())
-      throw UsageError(file + ": the stored targets is not a whole number");
-    run.targets = json["targets"].get<std::size_t>();
-  }
-  return run;
-}
-
-// Refuses data whose samples, classes, targets or kind of y (labels or targets) differ from
-// those the model was trained on.
-void check_fits(const StoredRun& run, const data::DataInfo& data, const std::string& file) {
-  const bool trained_on_targets = run.config.loss == LossChoice::kMse;
-  if (trained_on_targets != data.regression())
-    throw UsageError(
-        fmt::format("{} holds {}, but the model in {} was trained with --loss {} on {}", data.path,
-                    data.regression() ? "float32 regression targets" : "integer class labels", file,
-                    trained_on_targets ? "mse" : "cross-entropy",
-                    trained_on_targets ? "regression targets" : "class labels"));
-  if (run.targets && *run.targets != data.num_targets)
-    throw UsageError(
-        fmt::format("{} holds {} targets per sample, but the model in {} has {} "
-                    "outputs",
-                    data.path, data.num_targets, file, *run.targets));
+// Refuses data whose samples, targets or kind of y (labels or targets) differ from those the
+// model was trained on. (Labels were checked against the model's classes when loaded.)
+void check_fits(const StoredRun& run, const data::SplitData& split, const ModelOutputs& model,
+                const std::string& file) {
+  const data::DataInfo& data = split.info;
   if (run.sample_shape && *run.sample_shape != data.sample_shape)
     throw UsageError(fmt::format(
         "{} holds samples of shape {}, but the model in {} was trained on samples of shape {}",
         data.path, to_string(data.sample_shape), file, to_string(*run.sample_shape)));
-  if (run.classes && *run.classes != data.num_classes)
-    throw UsageError(fmt::format("{} holds {} classes, but the model in {} has {} outputs",
-                                 data.path, data.num_classes, file, *run.classes));
+  if (!split.data.labelled()) return;
+  if (model.regression != data.regression())
+    throw UsageError(
+        fmt::format("{} holds {}, but the model in {} was trained with --loss {} on {}", data.path,
+                    data.regression() ? "float regression targets" : "integer class labels", file,
+                    model.regression ? "mse" : "cross-entropy",
+                    model.regression ? "regression targets" : "class labels"));
+  if (model.regression && data.num_targets != model.width)
+    throw UsageError(
+        fmt::format("{} holds {} targets per sample, but the model in {} has {} outputs", data.path,
+                    data.num_targets, file, model.width));
 }
 
-// Reads the file's entries, /model against `model`'s own schema (the rest as the file
-// declares them: an eval does not need them), into the model.
-void load_weights(const std::string& file, const StoredRun& run, Sequential& model,
-                  const ck::MacKey* key) {
-  ck::Expected expected;
-  expect_model(expected, model);
-  for (const ck::EntryInfo& e : run.file.entries) {
-    if (e.group == ck::Group::kModel) continue;
-    if (e.kind == ck::Kind::kFloat32Array)
-      expected.add_array(e.group, e.name, e.shape);
-    else
-      expected.add(e.group, e.name, e.kind);
-  }
-  const ck::StateTree tree = ck::read_file_contained(file, expected, nullptr, key);
-  check_state_values(tree, run.file.header, file);  // counters a seal cannot vouch for
-  restore_model(tree, model);
+Outputs parse_outputs(const std::string& text, bool regression) {
+  if (text == "auto") return regression ? Outputs::kValues : Outputs::kClasses;
+  if (text == "values") return Outputs::kValues;
+  if (text != "classes" && text != "probabilities")
+    throw UsageError(
+        fmt::format("--outputs {}: choose one of classes, probabilities, values", text));
+  if (regression)
+    throw UsageError(
+        fmt::format("--outputs {}: the model is a regression model, whose outputs are values "
+                    "(--outputs values)",
+                    text));
+  return text == "classes" ? Outputs::kClasses : Outputs::kProbabilities;
 }
 
 // BLAS threads and kernels as the run that wrote the checkpoint chose them.
@@ -208,8 +144,9 @@ void use_run_threads(const collectives::Communicator& comm, const TrainConfig& c
 
 // Every file the command reads: the checkpoint, the key file, the data path and, when it is a
 // folder, each file in it. --predictions may be none of them.
-std::vector<std::filesystem::path> inputs_of(const EvalArgs& args) {
-  std::vector<std::filesystem::path> inputs = {args.checkpoint};
+std::vector<std::filesystem::path> inputs_of(const EvalArgs& args,
+                                             const std::filesystem::path& checkpoint) {
+  std::vector<std::filesystem::path> inputs = {checkpoint};
   if (const auto key = ck::key_file_in_use(args.key_file)) inputs.push_back(*key);
   const std::filesystem::path data =
       args.data.empty() ? data::default_data_dir() : std::filesystem::path(args.data);
@@ -221,63 +158,129 @@ std::vector<std::filesystem::path> inputs_of(const EvalArgs& args) {
   return inputs;
 }
 
-struct PredictionFile {
-  Evaluation evaluation;
-  Metric metric;
+// softmax of each row of `logits` (n, classes), in double, as float32.
+std::vector<float> probabilities(std::span<const float> logits, std::size_t classes) {
+  std::vector<float> p(logits.size());
+  for (std::size_t i = 0; i < logits.size() / classes; ++i) {
+    const auto row = logits.subspan(i * classes, classes);
+    const double top = row[argmax(row)];
+    double sum = 0.0;
+    for (float z : row) sum += std::exp(double(z) - top);
+    for (std::size_t c = 0; c < classes; ++c)
+      p[i * classes + c] = float(std::exp(double(row[c]) - top) / sum);
+  }
+  return p;
+}
+
+// The bytes of OUT.npy for `outputs` (n, width) of the model.
+std::string prediction_bytes(std::span<const float> outputs, std::size_t width, Outputs kind,
+                             const data::SplitData& split) {
+  const std::uint64_t n = split.data.size();
+  if (kind == Outputs::kClasses) {
+    std::vector<std::int64_t> classes(n);
+    for (std::size_t i = 0; i < n; ++i)
+      classes[i] = std::int64_t(argmax(outputs.subspan(i * width, width)));
+    return data::npy_int64_vector(classes);
+  }
+  if (kind == Outputs::kProbabilities)
+    return data::npy_float32_array(probabilities(outputs, width), {n, width});
+  // values: a regression model's shaped as y; else (n) for one output, (n, width)
+  const bool shaped_as_y = split.data.regression() && split.info.arrays.size() > 1;
+  std::vector<std::uint64_t> shape = shaped_as_y  ? split.info.arrays[1].shape
+                                     : width == 1 ? std::vector<std::uint64_t>{n}
+                                                  : std::vector<std::uint64_t>{n, width};
+  return data::npy_float32_array(outputs, shape);
+}
+
+// --split train or validation: of a run that held out a validation split, the part asked for
+// (the same samples as the run's, from its seed and --validation-fraction).
+void keep_part(data::SplitData& split, const TrainConfig& run, bool validation) {
+  if (run.validation_fraction <= 0.0) {
+    if (validation)
+      throw UsageError(
+          "--split validation: the run held out no validation split (it trained with "
+          "--validation-fraction 0); use --split test or --split train");
+    return;
+  }
+  if (!split.data.labelled())
+    throw UsageError(
+        fmt::format("--split {}: {} holds no train y; the split is drawn from the "
+                    "run's labelled training data",
+                    validation ? "validation" : "train", split.info.path));
+  const data::HoldOut parts = data::hold_out(split.data.size(), run.validation_fraction, run.seed);
+  data::Views views = data::split_views(std::move(split.data), parts);
+  split.data = std::move(validation ? views.validation : views.train);
+}
+
+struct Loaded {
+  std::filesystem::path checkpoint;
+  StoredRun run;
+  data::SplitData split;
+  ModelOutputs outputs;
+  Outputs kind = Outputs::kAuto;
+  std::unique_ptr<Sequential> model;
 };
 
-// Evaluates `model` on the test split and, if asked, rank 0 writes the predictions: classes
-// as int64 (n), or a regression model's outputs as float32 shaped as the test y. Collective.
-PredictionFile evaluate_and_write(const collectives::Communicator& comm, Sequential& model,
-                                  const data::DataSplits& data, std::uint64_t seed,
-                                  const EvalArgs& args) {
-  const data::Dataset& test = data.test;
-  std::string bytes;
-  Evaluation e;
-  if (test.regression()) {
-    std::vector<float> outputs(test.size() * test.num_targets);
-    e = evaluate(comm, model, test, seed, outputs);
-    if (!args.predictions.empty())
-      bytes = data::npy_float32_array(outputs, data.info.arrays[3].shape);
-  } else {
-    std::vector<std::int64_t> predictions(test.size());
-    e = evaluate(comm, model, test, seed, predictions);
-    if (!args.predictions.empty()) bytes = data::npy_int64_vector(predictions);
-  }
-  agreed<AgreedError>(comm, [&] {
-    if (comm.rank() == 0 && !args.predictions.empty())
-      files::write_file_atomically(args.predictions, bytes, {.inputs = inputs_of(args)});
-  });
-  return {e, metric_for(test.regression())};
+data::Split split_of(const std::string& text) {
+  if (text == "test") return data::Split::kTest;
+  if (text == "train" || text == "validation") return data::Split::kTrain;
+  throw UsageError(fmt::format("--split {}: choose one of test, validation, train", text));
+}
+
+// Steps 1 and 2 on every rank: the checkpoint, the data, the model with its weights.
+Loaded load(const EvalArgs& args, bool leader) {
+  Loaded l;
+  const data::Split split = split_of(args.split);
+  const std::optional<ck::MacKey> key = ck::MacKey::from_flag_or_environment(args.key_file);
+  const ck::MacKey* key_ptr = key ? &*key : nullptr;
+  l.checkpoint = choose_checkpoint(args.checkpoint, key_ptr, leader);
+  // Before anything else is read: an output that would replace a device or an input.
+  if (!args.predictions.empty())
+    files::check_output(args.predictions, inputs_of(args, l.checkpoint));
+  l.run = read_stored_run(l.checkpoint.string(), key_ptr);
+  const bool regression = l.run.config.loss == LossChoice::kMse;
+  l.split = data::load_split(args.data, split, regression ? 0 : l.run.classes.value_or(0),
+                             {.memory_limit_bytes = l.run.config.data_memory_limit});
+  if (args.split != "test") keep_part(l.split, l.run.config, args.split == "validation");
+  l.outputs = outputs_of(l.run, l.split, l.checkpoint.string());
+  check_fits(l.run, l.split, l.outputs, l.checkpoint.string());
+  l.kind = parse_outputs(args.outputs, l.outputs.regression);
+  l.model = models::build_model(l.run.spec, l.split.info.sample_shape, l.outputs.width,
+                                l.run.config.conv_algorithm,
+                                l.outputs.regression ? "regression targets" : "classes");
+  l.model->plan(l.split.info.sample_shape, kEvalChunk);
+  load_weights(l.checkpoint.string(), l.run, *l.model, key_ptr);
+  return l;
+}
+
+// "test accuracy 0.91, test loss 0.25" (the words of the split), or that there are no labels.
+std::string metric_text(const Evaluation& e, const Loaded& l, const std::string& split) {
+  if (!l.split.data.labelled()) return "no labels, so no metric";
+  const Metric metric = metric_for(l.outputs.regression);
+  std::string label = metric.label;  // "test accuracy" | "test MSE"
+  label.replace(0, 4, split);
+  return fmt::format("{} {}, {} loss {}", label, metric.of(e), split, e.loss);
 }
 
 int run_eval(const EvalArgs& args) {
   collectives::Communicator comm;
   const bool leader = comm.rank() == 0;
-  StoredRun run;
-  data::DataSplits data;
-  std::unique_ptr<Sequential> model;
-  agreed<UsageError>(comm, [&] {
-    // Before anything is read: an output that would replace a device or an input is refused.
-    if (!args.predictions.empty()) files::check_output(args.predictions, inputs_of(args));
-    const std::optional<ck::MacKey> key = ck::MacKey::from_flag_or_environment(args.key_file);
-    run = read_stored_run(args.checkpoint, key ? &*key : nullptr);
-    data = data::load_data(args.data);
-    check_fits(run, data.info, args.checkpoint);
-    model = models::build_model(run.spec, data.info.sample_shape, data.info.outputs(),
-                                run.config.conv_algorithm,
-                                data.info.regression() ? "regression targets" : "classes");
-    model->plan(data.info.sample_shape, kEvalChunk);
-    load_weights(args.checkpoint, run, *model, key ? &*key : nullptr);
+  Loaded l;
+  agreed<UsageError>(comm, [&] { l = load(args, leader); });
+  use_run_threads(comm, l.run.config);
+  const data::Dataset& samples = l.split.data;
+  std::vector<float> outputs(samples.size() * l.outputs.width);
+  const Evaluation e = evaluate(comm, *l.model, samples, l.run.config.seed, outputs);
+  agreed<AgreedError>(comm, [&] {
+    if (leader && !args.predictions.empty())
+      files::write_file_atomically(args.predictions,
+                                   prediction_bytes(outputs, l.outputs.width, l.kind, l.split),
+                                   {.inputs = inputs_of(args, l.checkpoint)});
   });
-  use_run_threads(comm, run.config);
-  const PredictionFile out = evaluate_and_write(comm, *model, data, run.config.seed, args);
   if (leader)
-    std::printf("%s (step %llu) on %s: %zu test samples, %s %s, test loss %s%s\n",
-                args.checkpoint.c_str(), (unsigned long long)run.file.header.step,
-                data.info.path.c_str(), data.test.size(), out.metric.label,
-                fmt::format("{}", out.metric.of(out.evaluation)).c_str(),
-                fmt::format("{}", out.evaluation.loss).c_str(),
+    std::printf("%s (step %llu) on %s: %zu %s samples, %s%s\n", l.checkpoint.c_str(),
+                (unsigned long long)l.run.file.header.step, l.split.info.path.c_str(),
+                samples.size(), args.split.c_str(), metric_text(e, l, args.split).c_str(),
                 args.predictions.empty() ? "" : ("; predictions in " + args.predictions).c_str());
   return 0;
 }
@@ -288,14 +291,28 @@ void add_eval(CLI::App& app, Runner& run) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand(
       "eval",
-      "a checkpoint's model on the test split of --data: accuracy (or MSE), loss, predictions");
-  sub->add_option("CHECKPOINT", args->checkpoint, "checkpoint file (.h5)")->required();
+      "a checkpoint's model on a split of --data: accuracy (or MSE) and loss where the data "
+      "hold labels, and predictions");
+  sub->add_option("CHECKPOINT", args->checkpoint,
+                  "checkpoint file (.h5), or a run directory: its newest checkpoint that "
+                  "verifies")
+      ->required();
   sub->add_option("--data", args->data,
                   "IDX folder, HDF5 file or .npy folder (default: the Debian package's "
-                  "Fashion-MNIST)");
+                  "Fashion-MNIST); x alone is enough for predictions: /x or /test/x without y, "
+                  "test_x.npy alone, or one FILE.npy");
+  sub->add_option("--split", args->split,
+                  "test | validation | train: the split evaluated (validation: the part of "
+                  "train the run held out with --validation-fraction)")
+      ->capture_default_str();
+  sub->add_option("--outputs", args->outputs,
+                  "auto | classes | probabilities | values: what --predictions holds: classes "
+                  "int64 (n), probabilities float32 (n, classes) by softmax, values float32 the "
+                  "model's outputs (logits, or a regression model's values shaped as y); auto: "
+                  "classes, or values for a regression model")
+      ->capture_default_str();
   sub->add_option("--predictions", args->predictions,
-                  "write each test sample's predicted class here (.npy, int64, shape (n)); for a "
-                  "regression model its outputs (float32, shaped as the test y)");
+                  "write each sample's prediction here (.npy; see --outputs)");
   sub->add_option("--checkpoint-key", args->key_file,
                   "MAC key file: refuse files not signed with it (default: "
                   "$RINGTRAIN_CHECKPOINT_KEY_FILE)");

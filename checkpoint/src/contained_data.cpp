@@ -1,9 +1,11 @@
 // A user's HDF5 dataset through the contained reader (data_file.hpp): both sides of the
 // Operation::kData exchange.
 //
-// Request (after request_head): the number of names, each name, the memory limit.
-// Reply: kOk; classes (flag, value); per array its type, rank, dims and either kExtent and
-// the offset of its bytes in the file, or kStreamed; then, for each streamed array in order,
+// Request (after request_head): the number of names, each name, the memory limit, the mask
+// of optional names.
+// Reply: kOk; classes (flag, value); per array kAbsent (an optional name the file does not
+// hold), or its type, rank, dims and either kExtent and the offset of its bytes in the file,
+// or kStreamed; then, for each streamed array in order,
 // records kPiece (length <= kDataPieceBytes, bytes) until kEnd, or kStreamRefused and the
 // reason if the child could not read it. The parent allocates a streamed array from the
 // shape it checked itself (bounded by the memory limit) and fills it piece by piece from the
@@ -29,6 +31,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uint64_t kStreamed = 2;
+constexpr std::uint64_t kAbsent = 0;  // in place of a type
 constexpr std::uint64_t kEnd = 0, kPiece = 1, kStreamRefused = 3;
 constexpr std::uint64_t kMaxNames = 16, kMaxDataNameBytes = 4096;
 
@@ -87,10 +90,14 @@ class ReplyStream {
 // One array's description, checked as untrusted: a known type, rank 1..8, its bytes within
 // `limit` (streamed) or inside the file (mapped).
 DataArray read_description(ReplyStream& in, const fs::path& file, const std::string& name,
-                           std::uint64_t file_bytes, std::uint64_t limit) {
+                           std::uint64_t file_bytes, std::uint64_t limit, bool optional) {
   DataArray array;
   array.where = file.string() + " " + name;
   const std::uint64_t type = in.u64();
+  if (type == kAbsent && optional) {
+    array.present = false;
+    return array;
+  }
   if (type < 1 || type > kDataTypeCount) in.bad("an unknown type for " + name);
   array.type = static_cast<DataType>(type);
   const std::uint64_t rank = in.u64();
@@ -135,13 +142,15 @@ void read_pieces(ReplyStream& in, DataArray& array) {
 }  // namespace
 
 DataFile read_data_file_contained(const fs::path& file, const std::vector<std::string>& names,
-                                  std::uint64_t memory_limit_bytes) {
-  if (!contained_reader_enabled()) return read_data_file(file, names, memory_limit_bytes);
+                                  std::uint64_t memory_limit_bytes, std::uint64_t optional) {
+  if (!contained_reader_enabled())
+    return read_data_file(file, names, memory_limit_bytes, optional);
   const detail::ReadOnlyFile raw = detail::open_regular(file);
   detail::Wire wire;
   wire.u64(names.size());
   for (const std::string& name : names) wire.text(name);
   wire.u64(memory_limit_bytes);
+  wire.u64(optional);
   const auto child = detail::child_for(
       file, detail::request_head(detail::Operation::kData, file, raw, nullptr) + wire.bytes());
   ReplyStream in(*child, file);
@@ -156,10 +165,11 @@ DataFile read_data_file_contained(const fs::path& file, const std::vector<std::s
   if (has_classes) result.classes = classes;
   const std::uint64_t limit =
       memory_limit_bytes > 0 ? memory_limit_bytes : detail::physical_memory_bytes();
-  for (const std::string& name : names)
-    result.arrays.push_back(read_description(in, file, name, raw.size(), limit));
+  for (std::size_t i = 0; i < names.size(); ++i)
+    result.arrays.push_back(
+        read_description(in, file, names[i], raw.size(), limit, (optional >> i & 1) != 0));
   for (DataArray& array : result.arrays)
-    if (!array.offset) read_pieces(in, array);
+    if (array.present && !array.offset) read_pieces(in, array);
   in.finish();
   return result;
 }
@@ -171,12 +181,17 @@ void serve_data_file(const fs::path& file, WireReader& in, int fd) {
   if (count > kMaxNames) in.bad("too many names");
   std::vector<std::string> names;
   for (std::uint64_t i = 0; i < count; ++i) names.push_back(in.text(kMaxDataNameBytes));
-  const DataFileReader reader(file, names, in.u64());
+  const std::uint64_t limit = in.u64();
+  const DataFileReader reader(file, names, limit, in.u64());
   Wire head;
   head.u64(kOk);
   head.u64(reader.classes() ? 1 : 0);
   head.u64(static_cast<std::uint64_t>(reader.classes().value_or(0)));
   for (const DataArray& array : reader.arrays()) {
+    if (!array.present) {
+      head.u64(kAbsent);
+      continue;
+    }
     head.u64(static_cast<std::uint64_t>(array.type));
     head.u64(array.shape.size());
     for (std::uint64_t d : array.shape) head.u64(d);
@@ -185,7 +200,7 @@ void serve_data_file(const fs::path& file, WireReader& in, int fd) {
   }
   if (!write_to_pipe(fd, head.bytes())) return;  // the parent is gone
   for (std::size_t i = 0; i < reader.arrays().size(); ++i) {
-    if (reader.arrays()[i].offset) continue;
+    if (reader.arrays()[i].offset || !reader.arrays()[i].present) continue;
     Wire record;
     try {
       reader.read(i, [&](std::span<const std::uint8_t> piece) {

@@ -85,6 +85,15 @@ std::uint64_t checked_bytes(const std::vector<std::uint64_t>& shape, std::size_t
   return bytes;
 }
 
+// True if every prefix of `name` ("/train", "/train/x") is a link of the file (of any kind:
+// require_hard_links refuses the others).
+bool link_exists(hid_t file, const std::string& name) {
+  for (std::size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
+    if (H5Lexists(file, name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
 // Every prefix of `name` ("/train", "/train/x") must be a hard link: soft and external links
 // could lead outside the file.
 void require_hard_links(hid_t file, const std::string& name, const std::string& where) {
@@ -302,7 +311,7 @@ DataHandle::DataHandle(DataHandle&& other) noexcept
     : id_(std::exchange(other.id_, -1)), close_(other.close_) {}
 
 DataFileReader::DataFileReader(const fs::path& file, const std::vector<std::string>& names,
-                               std::uint64_t memory_limit_bytes)
+                               std::uint64_t memory_limit_bytes, std::uint64_t optional)
     : file_(file), h5_(open_file(file), H5Fclose) {
   const QuietHdf5 quiet;
   const std::uint64_t file_bytes = size_of_file(file);
@@ -313,9 +322,17 @@ DataFileReader::DataFileReader(const fs::path& file, const std::vector<std::stri
                 " bytes (a chunked or compressed dataset is read into memory, not mapped: store "
                 "it contiguous and unfiltered to map it)"
           : std::string("this machine's memory (it is read, not mapped)");
-  for (const std::string& name : names) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
     DataArray array;
     array.where = file.string() + " " + name;
+    if ((optional >> i & 1) != 0 && !link_exists(h5_.get(), name)) {
+      array.present = false;
+      arrays_.push_back(std::move(array));
+      datasets_.emplace_back(-1, H5Oclose);
+      types_.emplace_back(-1, H5Tclose);
+      continue;
+    }
     require_hard_links(h5_.get(), name, array.where);
     DataHandle dataset(H5Oopen(h5_.get(), name.c_str(), H5P_DEFAULT), H5Oclose);
     if (!dataset.ok() || H5Iget_type(dataset.get()) != H5I_DATASET)
@@ -370,14 +387,14 @@ void DataFileReader::read(std::size_t i,
 }  // namespace detail
 
 DataFile read_data_file(const fs::path& file, const std::vector<std::string>& names,
-                        std::uint64_t memory_limit_bytes) {
-  const detail::DataFileReader reader(file, names, memory_limit_bytes);
+                        std::uint64_t memory_limit_bytes, std::uint64_t optional) {
+  const detail::DataFileReader reader(file, names, memory_limit_bytes, optional);
   DataFile result;
   result.arrays = reader.arrays();
   result.classes = reader.classes();
   for (std::size_t i = 0; i < result.arrays.size(); ++i) {
     DataArray& array = result.arrays[i];
-    if (array.offset) continue;
+    if (array.offset || !array.present) continue;
     reader.read(i, [&array](std::span<const std::uint8_t> piece) {
       array.bytes.insert(array.bytes.end(), piece.begin(), piece.end());
     });

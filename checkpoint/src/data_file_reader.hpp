@@ -38,12 +38,13 @@ class DataHandle {
 
 class DataFileReader {
  public:
-  // Opens `file` and checks every array of `names` (data_file.hpp lists the checks); reads
-  // no array data. Throws CheckpointError.
+  // Opens `file` and checks every array of `names` (data_file.hpp lists the checks; bit i of
+  // `optional`: names[i] may be absent); reads no array data. Throws CheckpointError.
   DataFileReader(const std::filesystem::path& file, const std::vector<std::string>& names,
-                 std::uint64_t memory_limit_bytes);
+                 std::uint64_t memory_limit_bytes, std::uint64_t optional = 0);
 
-  // The arrays as checked: offset set for the mapped ones, bytes empty for all.
+  // The arrays as checked: offset set for the mapped ones, bytes empty for all, present false
+  // for the optional ones the file does not hold.
   const std::vector<DataArray>& arrays() const { return arrays_; }
   const std::optional<std::int64_t>& classes() const { return classes_; }
 
@@ -55,7 +56,7 @@ class DataFileReader {
  private:
   std::filesystem::path file_;
   DataHandle h5_;
-  std::vector<DataHandle> datasets_;  // parallel to arrays_
+  std::vector<DataHandle> datasets_;  // parallel to arrays_ (invalid for absent arrays)
   // Each dataset's file type, also the memory type it is read as: the bytes come as stored
   // (type_of accepted only little-endian standard layouts), no conversion by HDF5.
   std::vector<DataHandle> types_;

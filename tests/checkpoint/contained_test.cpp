@@ -239,6 +239,19 @@ TEST_CASE("a user's HDF5 dataset read in the child equals the read in this proce
   const std::string here = refusal([&] { read_data_file(dir / "three.h5", names, 0); });
   CHECK_THAT(here, Contains("three.h5 /test/y: missing"));
   CHECK(refusal([&] { read_data_file_contained(dir / "three.h5", names, 0); }) == here);
+  // Optional names: a missing one is absent in both readers, a present one read as always.
+  const std::vector<std::string> optional_names = {"/test/x", "/test/y", "/x", "/train/y"};
+  for (const DataFile& read :
+       {read_data_file(dir / "three.h5", optional_names, 0, 0b1110),
+        read_data_file_contained(dir / "three.h5", optional_names, 0, 0b1110)}) {
+    REQUIRE(read.arrays.size() == 4);
+    CHECK(read.arrays[0].present);
+    CHECK(read.arrays[0].bytes.size() == 12000000);
+    CHECK_FALSE(read.arrays[1].present);
+    CHECK_FALSE(read.arrays[2].present);
+    CHECK(read.arrays[3].present);
+    CHECK(read.arrays[3].bytes.size() == 600 * 8);
+  }
   CHECK_THAT(refusal([&] { read_data_file_contained(file, names, 1000000); }),
              Contains("data.h5 /test/x") && Contains("--data-memory-limit 1000000 bytes"));
   REQUIRE(::setenv(kReaderCrashVariable, "data.h5", 1) == 0);

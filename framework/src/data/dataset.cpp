@@ -110,7 +110,11 @@ Dataset load_idx_dataset(const fs::path& images_file, const fs::path& labels_fil
   }
   // The pixel bytes stay bytes; gather_batch converts the samples of each batch.
   auto held = std::make_shared<const std::vector<std::uint8_t>>(std::move(images.pixels));
-  dataset.mapped = {.file = nullptr, .held = held, .first = held->data(), .dtype = DType::kUint8};
+  dataset.mapped = {.file = nullptr,
+                    .held = held,
+                    .floats = nullptr,
+                    .first = held->data(),
+                    .dtype = DType::kUint8};
   dataset.labels.assign(labels.begin(), labels.end());
   dataset.sample_shape = {1, images.rows, images.cols};
   dataset.num_classes = spec.num_classes;
@@ -143,7 +147,7 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
   const std::size_t k = indices.size();
   const std::size_t per_sample = dataset.sample_elements();
   const std::size_t width = dataset.num_targets;  // targets per sample (regression)
-  const bool labels_fit = dataset.regression() || labels_out.size() == k;
+  const bool labels_fit = dataset.regression() || !dataset.labelled() || labels_out.size() == k;
   const bool targets_fit = !dataset.regression() || targets_out.size() == k * width;
   if (images_out.size() != k * per_sample || !labels_fit || !targets_fit)
     throw Error(
@@ -164,17 +168,18 @@ void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices
   auto gather_range = [&](std::size_t begin, std::size_t end) {
     // The samples are scattered over the dataset: ask for all their cache lines first, so
     // the misses overlap instead of waiting one image at a time.
+    const auto stored = [&](std::uint64_t s) { return dataset.rows ? (*dataset.rows)[s] : s; };
     for (std::size_t i = begin; i < end; ++i)
       for (std::size_t b = 0; b < sample_bytes; b += 64)
-        __builtin_prefetch(sample_address(dataset, indices[i]) + b);
+        __builtin_prefetch(sample_address(dataset, stored(indices[i])) + b);
     for (std::size_t i = begin; i < end; ++i) {
       const std::uint64_t s = indices[i];
-      // sample s occupies items [s * per_sample, (s + 1) * per_sample) of the samples
-      copy_sample(dataset, s, images_out.subspan(i * per_sample, per_sample));
+      // stored sample r occupies items [r * per_sample, (r + 1) * per_sample) of the samples
+      copy_sample(dataset, stored(s), images_out.subspan(i * per_sample, per_sample));
       if (dataset.regression())  // targets s: [s * width, (s + 1) * width)
         std::copy_n(dataset.targets.begin() + std::ptrdiff_t(s * width), width,
                     targets_out.begin() + std::ptrdiff_t(i * width));
-      else
+      else if (dataset.labelled())
         labels_out[i] = dataset.labels[s];
     }
   };

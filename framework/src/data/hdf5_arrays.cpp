@@ -59,7 +59,7 @@ bool is_hdf5_file(const fs::path& file) {
 }
 
 Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>& names,
-                            std::uint64_t memory_limit_bytes) {
+                            std::uint64_t memory_limit_bytes, std::uint64_t optional) {
   // Mapped first: the file's size the child checks offsets against is the mapping's.
   auto mapping = std::make_shared<const MappedFile>(file);
   if (!is_hdf5_file(file))
@@ -69,7 +69,7 @@ Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>
         file.string()));
   checkpoint::DataFile parsed;
   try {
-    parsed = checkpoint::read_data_file_contained(file, names, memory_limit_bytes);
+    parsed = checkpoint::read_data_file_contained(file, names, memory_limit_bytes, optional);
   } catch (const checkpoint::CheckpointError& e) {
     throw DataError(e.what());
   }
@@ -79,6 +79,11 @@ Hdf5Arrays read_hdf5_arrays(const fs::path& file, const std::vector<std::string>
   for (checkpoint::DataArray& parsed_array : parsed.arrays) {
     StoredArray array;
     array.where = parsed_array.where;
+    result.present.push_back(parsed_array.present);
+    if (!parsed_array.present) {
+      result.arrays.push_back(std::move(array));
+      continue;
+    }
     array.dtype = dtype_of(parsed_array.type);
     array.shape = parsed_array.shape;
     if (parsed_array.offset) {

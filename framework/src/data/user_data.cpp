@@ -169,13 +169,26 @@ Tensor samples_in_memory(const StoredArray& x, const Shape& sample_shape) {
   return images;
 }
 
-// Array i of the four (train x, y, test x, y), as the manifest records it before digests.
-ArrayFacts facts_of(std::size_t i, const StoredArray& a, bool map) {
-  const bool samples = i % 2 == 0;
+// x's samples into `dataset`: kept where they lie (mapped) or converted into memory.
+void set_samples(Dataset& dataset, const StoredArray& x, const LoadOptions& options) {
+  dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
+  if (x.mapped() && options.map && samples_kept(x.dtype))
+    dataset.mapped = {.file = x.mapping,
+                      .held = nullptr,
+                      .floats = nullptr,
+                      .first = x.bytes().data(),
+                      .dtype = x.dtype};
+  else
+    dataset.images = samples_in_memory(x, dataset.sample_shape);
+}
+
+}  // namespace
+
+ArrayFacts array_facts(const std::string& name, const StoredArray& a, bool samples, bool map) {
   const ArrayRole role = samples                ? ArrayRole::kSamples
                          : is_floating(a.dtype) ? ArrayRole::kTargets
                                                 : ArrayRole::kLabels;
-  return {kArrayNames[i],
+  return {name,
           a.where,
           a.dtype,
           a.shape,
@@ -184,8 +197,7 @@ ArrayFacts facts_of(std::size_t i, const StoredArray& a, bool map) {
           conversion_of(a.dtype, role)};
 }
 
-// Refuses data that would hold more than the limit in memory: samples not mapped, as floats,
-// and all labels, as int32 (4 bytes an item either way). Mapped samples do not count.
+// Samples not mapped, as floats, and all labels, as int32 (4 bytes an item either way).
 void check_memory_limit(const DataInfo& info, const LoadOptions& options) {
   const bool flag = options.memory_limit_bytes > 0;
   const std::uint64_t limit = flag ? options.memory_limit_bytes : memory_bytes();
@@ -209,6 +221,8 @@ void check_memory_limit(const DataInfo& info, const LoadOptions& options) {
                        : "samples are mapped only as float32 or uint8 from contiguous, unfiltered "
                          "HDF5 datasets and .npy files: store x that way"));
 }
+
+namespace {
 
 // The four arrays (train x, y, test x, y) of an HDF5 file or a .npy folder.
 std::vector<StoredArray> read_arrays(const fs::path& path, DataLayout layout,
@@ -268,7 +282,8 @@ DataSplits load_user_data(const fs::path& path, DataLayout layout, const LoadOpt
   if (!splits.info.regression())
     splits.info.num_classes = class_count(a[1], a[3], declared, path.string());
   // Samples that need no conversion stay mapped; labels are always converted into memory.
-  for (std::size_t i = 0; i < 4; ++i) splits.info.arrays.push_back(facts_of(i, a[i], options.map));
+  for (std::size_t i = 0; i < 4; ++i)
+    splits.info.arrays.push_back(array_facts(kArrayNames[i], a[i], i % 2 == 0, options.map));
   check_memory_limit(splits.info, options);
   splits.train = make_dataset(a[0], a[1], splits.info.num_classes, options);
   splits.test = make_dataset(a[2], a[3], splits.info.num_classes, options);
@@ -331,13 +346,21 @@ Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t cla
     dataset.labels = read_labels(y, classes);
     dataset.num_classes = classes;
   }
-  dataset.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
-  if (x.mapped() && options.map && samples_kept(x.dtype))
-    dataset.mapped = {
-        .file = x.mapping, .held = nullptr, .first = x.bytes().data(), .dtype = x.dtype};
-  else
-    dataset.images = samples_in_memory(x, dataset.sample_shape);
+  set_samples(dataset, x, options);
   return dataset;
+}
+
+Dataset make_unlabelled_dataset(const StoredArray& x, const LoadOptions& options) {
+  check_x(x);
+  Dataset dataset;
+  dataset.x_xxh3 = scan_x(x, options.digest);
+  dataset.unlabelled = static_cast<std::size_t>(x.shape[0]);
+  set_samples(dataset, x, options);
+  return dataset;
+}
+
+std::size_t label_count(const StoredArray& y) {
+  return static_cast<std::size_t>(max_label(y) + 1);
 }
 
 DataSplits load_data(const fs::path& path, const LoadOptions& options) {

@@ -14,17 +14,8 @@
 namespace ringtrain {
 namespace {
 
-// The index of the largest of `logits`, the first one on ties (as the loss counts correct).
-std::size_t argmax(std::span<const float> logits) {
-  std::size_t best = 0;
-  for (std::size_t c = 1; c < logits.size(); ++c)
-    if (logits[c] > logits[best]) best = c;
-  return best;
-}
-
 // One chunk's loss sums and outputs: n samples of `test` at `ids` through the model.
-// `predicted` (test.size() x width doubles, or empty) receives, at each sample's rows, its
-// predicted class (width 1) or its outputs (width = targets).
+// `predicted` (test.size() x width doubles, or empty) receives each sample's output row.
 struct ChunkBuffers {
   std::vector<std::uint64_t> ids;
   std::vector<float> x;              // (chunk, input...)
@@ -38,17 +29,15 @@ LossResult evaluate_chunk(Sequential& model, const data::Dataset& test, std::siz
   const std::size_t width = num_elements(model.output_shape());
   const std::size_t k = test.num_targets;
   data::gather_batch(test, std::span(b.ids).first(n), std::span(b.x).first(n * pixels),
-                     std::span(b.labels).first(test.regression() ? 0 : n),
+                     std::span(b.labels).first(test.regression() || !test.labelled() ? 0 : n),
                      std::span(b.targets).first(n * k));
   const auto outputs = model.forward(b.x, n, ctx);
   if (!predicted.empty())
     for (std::size_t i = 0; i < n; ++i) {
       const auto row = std::span(outputs).subspan(i * width, width);
-      if (test.regression())
-        std::copy(row.begin(), row.end(), predicted.begin() + std::ptrdiff_t(b.ids[i] * k));
-      else
-        predicted[b.ids[i]] = double(argmax(row));
+      std::copy(row.begin(), row.end(), predicted.begin() + std::ptrdiff_t(b.ids[i] * width));
     }
+  if (!test.labelled()) return {};
   if (test.regression()) return squared_error_eval(outputs, b.targets, n, width);
   return softmax_cross_entropy_eval(outputs, std::span(b.labels).first(n), n, width);
 }
@@ -64,7 +53,7 @@ Evaluation evaluate_slice(const collectives::Communicator& comm, Sequential& mod
       data::rank_slice(shares, static_cast<std::size_t>(comm.rank()), test.size());
   ChunkBuffers b{std::vector<std::uint64_t>(kEvalChunk),
                  std::vector<float>(kEvalChunk * num_elements(model.input_shape())),
-                 std::vector<std::int32_t>(test.regression() ? 0 : kEvalChunk),
+                 std::vector<std::int32_t>(test.regression() || !test.labelled() ? 0 : kEvalChunk),
                  std::vector<float>(kEvalChunk * test.num_targets)};
   double totals[2] = {0.0, 0.0};  // correct, loss sum
   StepContext ctx;
@@ -98,14 +87,6 @@ Evaluation evaluate_gathered(const collectives::Communicator& comm, Sequential& 
   return e;
 }
 
-void require_size(std::size_t got, std::size_t want, const data::Dataset& test) {
-  if (got != want)
-    throw Error(
-        fmt::format("evaluate: {} prediction values for a test set of {} samples ({} "
-                    "each)",
-                    got, test.size(), want / std::max<std::size_t>(1, test.size())));
-}
-
 }  // namespace
 
 Metric metric_for(bool regression) {
@@ -119,26 +100,23 @@ Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
 }
 
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
-                    const data::Dataset& test, std::uint64_t seed,
-                    std::span<std::int64_t> predictions) {
-  require_size(predictions.size(), test.size(), test);
-  if (test.regression()) throw Error("evaluate: class predictions of regression data");
-  std::vector<double> predicted(test.size(), 0.0);
-  const Evaluation e = evaluate_gathered(comm, model, test, seed, predicted);
-  std::transform(predicted.begin(), predicted.end(), predictions.begin(),
-                 [](double c) { return static_cast<std::int64_t>(c); });
-  return e;
-}
-
-Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed, std::span<float> outputs) {
-  require_size(outputs.size(), test.size() * test.num_targets, test);
-  if (!test.regression()) throw Error("evaluate: output values of classification data");
+  const std::size_t width = num_elements(model.output_shape());
+  if (outputs.size() != test.size() * width)
+    throw Error(fmt::format("evaluate: {} output values for {} samples of {} outputs",
+                            outputs.size(), test.size(), width));
   std::vector<double> predicted(outputs.size(), 0.0);
   const Evaluation e = evaluate_gathered(comm, model, test, seed, predicted);
   std::transform(predicted.begin(), predicted.end(), outputs.begin(),
                  [](double v) { return static_cast<float>(v); });
   return e;
+}
+
+std::size_t argmax(std::span<const float> logits) {
+  std::size_t best = 0;
+  for (std::size_t c = 1; c < logits.size(); ++c)
+    if (logits[c] > logits[best]) best = c;
+  return best;
 }
 
 }  // namespace ringtrain

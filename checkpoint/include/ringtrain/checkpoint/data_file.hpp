@@ -56,6 +56,7 @@ inline constexpr int kMaxDataRank = 8;
 
 struct DataArray {
   std::string where;  // "d.h5 /train/x", for messages
+  bool present = true;  // false: an optional name the file does not hold (nothing else set)
   DataType type = DataType::kFloat32;
   std::vector<std::uint64_t> shape;  // outermost first, 1 to kMaxDataRank dimensions
   // Contiguous and unfiltered: the file offset of its bytes (the caller maps them), and
@@ -71,16 +72,18 @@ struct DataFile {
 
 // Reads the datasets `names` ("/train/x", ...) of `file` in this process. memory_limit_bytes:
 // the most an array read into memory may hold (0: this machine's memory), named in the
-// message as --data-memory-limit when it is not 0. Throws CheckpointError whose what() is
-// "<file> <dataset>: <reason>" (or "<file>: <reason>" for the file as a whole).
+// message as --data-memory-limit when it is not 0. Bit i of `optional` set: names[i] may be
+// absent (its DataArray has present = false); a missing name that is not optional is refused.
+// Throws CheckpointError whose what() is "<file> <dataset>: <reason>" (or "<file>: <reason>"
+// for the file as a whole).
 DataFile read_data_file(const std::filesystem::path& file, const std::vector<std::string>& names,
-                        std::uint64_t memory_limit_bytes);
+                        std::uint64_t memory_limit_bytes, std::uint64_t optional = 0);
 
 // read_data_file in a contained reader child when the process enabled it (contained.hpp),
 // else in this process. Throws CheckpointError as read_data_file, or naming the file when
 // the child dies ("the HDF5 library crashed while reading it (SIGSEGV): refused").
 DataFile read_data_file_contained(const std::filesystem::path& file,
                                   const std::vector<std::string>& names,
-                                  std::uint64_t memory_limit_bytes);
+                                  std::uint64_t memory_limit_bytes, std::uint64_t optional = 0);
 
 }  // namespace ringtrain::checkpoint

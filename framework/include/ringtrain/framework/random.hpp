@@ -4,6 +4,7 @@
 //   permutation of epoch e       key (seed, kStreamSampler, e, i)
 //   dropout mask of sample s     key (seed, kStreamDropout, layer, s, j)
 //   initial weight j of param p  key (seed, kStreamInit, p, j)
+//   validation hold-out draw i   key (seed, kStreamHoldOut, i)
 //
 // The mixer is SplitMix64's finaliser applied to a running combination of the key words:
 // statistically good enough for sampling and initialisation, trivially reproducible.
@@ -17,6 +18,7 @@ namespace ringtrain::random {
 inline constexpr std::uint64_t kStreamSampler = 1;
 inline constexpr std::uint64_t kStreamDropout = 2;
 inline constexpr std::uint64_t kStreamInit = 3;
+inline constexpr std::uint64_t kStreamHoldOut = 4;
 
 constexpr std::uint64_t mix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -33,10 +33,11 @@ namespace ringtrain::data {
 struct MappedSamples {
   std::shared_ptr<const MappedFile> file;                 // keeps the mapping alive
   std::shared_ptr<const std::vector<std::uint8_t>> held;  // or keeps the bytes alive
+  std::shared_ptr<const Tensor> floats;  // or floats in memory that views share (holdout.hpp)
   const std::uint8_t* first = nullptr;
   DType dtype = DType::kFloat32;
 
-  bool present() const { return file != nullptr || held != nullptr; }
+  bool present() const { return file != nullptr || held != nullptr || floats != nullptr; }
 };
 
 struct Dataset {
@@ -47,12 +48,22 @@ struct Dataset {
   std::size_t num_classes = 0;       // 0 for regression
   std::size_t num_targets = 0;       // k values per sample of a regression y; 0: class labels
   MappedSamples mapped;
+  // Samples without y (eval's predictions on data that hold x only): their count, with
+  // labels and targets empty; 0 for labelled data.
+  std::size_t unlabelled = 0;
+  // A view of some of the stored samples (holdout.hpp): sample i is stored sample (*rows)[i]
+  // of `images` or `mapped`; labels and targets are the view's own. Null: all, in order.
+  std::shared_ptr<const std::vector<std::uint64_t>> rows;
   // XXH3-64 of x's and y's bytes as the file stores them (IDX: the pixel and label bytes
   // after decompression), computed while loading; 0 when loaded without digests.
   std::uint64_t x_xxh3 = 0, y_xxh3 = 0;
 
   bool regression() const { return num_targets > 0; }
-  std::size_t size() const { return regression() ? targets.size() / num_targets : labels.size(); }
+  bool labelled() const { return unlabelled == 0; }
+  std::size_t size() const {
+    if (!labelled()) return unlabelled;
+    return regression() ? targets.size() / num_targets : labels.size();
+  }
   // Values the model's output holds per sample: classes (logits) or targets.
   std::size_t outputs() const { return regression() ? num_targets : num_classes; }
   // Floats per sample: 1 * rows * cols (784 for Fashion-MNIST).
@@ -97,6 +108,7 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, bool d
 //   images_out:   (k, 1, rows, cols) exactly k * dataset.sample_elements() floats
 //   labels_out:   (k)                  classification; not touched for regression
 //   targets_out:  (k, num_targets)     regression; not touched for classification
+// (neither is touched for unlabelled data, and both may then be empty)
 // Allocates nothing. Throws Error on a size mismatch of a buffer it fills, or an index out of
 // range.
 void gather_batch(const Dataset& dataset, std::span<const std::uint64_t> indices,

@@ -22,6 +22,7 @@ namespace ringtrain::data {
 
 struct Hdf5Arrays {
   std::vector<StoredArray> arrays;      // in the order of the names asked for
+  std::vector<bool> present;            // parallel: false for an optional name not in the file
   std::optional<std::int64_t> classes;  // the root attribute `classes`, if present
 };
 
@@ -33,9 +34,10 @@ bool is_hdf5_file(const std::filesystem::path& file);
 // big-endian type, a rank of 0 or above 8, storage outside the file, external or not
 // allocated, a stored size other than the shape's (or, compressed, more than 1032 times
 // smaller), a dataset to be read whose bytes exceed `memory_limit_bytes` (0: this machine's
-// memory), a bad `classes`, a crash of libhdf5 in the contained reader.
+// memory), a bad `classes`, a crash of libhdf5 in the contained reader. Bit i of `optional`
+// set: names[i] may be missing (present[i] false, arrays[i] empty).
 Hdf5Arrays read_hdf5_arrays(const std::filesystem::path& file,
                             const std::vector<std::string>& names,
-                            std::uint64_t memory_limit_bytes = 0);
+                            std::uint64_t memory_limit_bytes = 0, std::uint64_t optional = 0);
 
 }  // namespace ringtrain::data

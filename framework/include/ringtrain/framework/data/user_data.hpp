@@ -99,5 +99,16 @@ DataSplits load_data(const std::filesystem::path& path, const LoadOptions& optio
 // Throws DataError as load_data.
 Dataset make_dataset(const StoredArray& x, const StoredArray& y, std::size_t classes,
                      const LoadOptions& options = {});
+// The samples of `x` without y (Dataset::unlabelled). Throws DataError as load_data.
+Dataset make_unlabelled_dataset(const StoredArray& x, const LoadOptions& options = {});
+// The largest label of integer or bool labels `y`, plus one.
+std::size_t label_count(const StoredArray& y);
+
+// The facts of one stored array as the manifest records them; `samples` for an x, else y
+// (labels or targets); mapped when it is samples that need no conversion and `map`.
+ArrayFacts array_facts(const std::string& name, const StoredArray& a, bool samples, bool map);
+// Refuses data whose arrays would hold more than options.memory_limit_bytes (0: this
+// machine's memory) in memory: samples not mapped, as floats, and labels. Throws DataError.
+void check_memory_limit(const DataInfo& info, const LoadOptions& options);
 
 }  // namespace ringtrain::data

@@ -27,6 +27,7 @@ struct TrainConfig {
   float dropout = 0.0f;
   Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;  // of 5x5 stride-1 layers
   LossChoice loss = LossChoice::kAuto;  // auto: cross-entropy for class labels, mse for targets
+  double validation_fraction = 0.0;  // of train held out for validation (holdout.hpp); 0: none
 
   // batches and length
   std::size_t global_batch = 128;

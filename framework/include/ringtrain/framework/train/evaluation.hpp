@@ -43,17 +43,15 @@ Metric metric_for(bool regression);
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed);
 
-// The same, and every sample's predicted class on every rank: `predictions` (test.size()
-// entries) receives the index of each sample's largest logit, the first one on ties (the
-// rule the accuracy counts with). Each rank fills its slice; one more allreduce (of
-// test.size() doubles, exact for class indices) gives every rank the whole list. Collective.
-Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
-                    const data::Dataset& test, std::uint64_t seed,
-                    std::span<std::int64_t> predictions);
-
-// The same for regression data: `outputs` (test.size() x targets) receives every sample's
-// model outputs, gathered over ranks as above (floats in doubles: exact). Collective.
+// The same, and every sample's model outputs on every rank: `outputs` (test.size() x the
+// model's output width) receives each sample's logits (classes) or values (regression). Each
+// rank fills its slice; one more allreduce (floats in doubles, zeros elsewhere: exact) gives
+// every rank the whole. On data without y (test.labelled() false) only the outputs are
+// computed and the Evaluation stays zero. Collective.
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed, std::span<float> outputs);
+
+// The index of the largest of `logits`, the first one on ties (the rule accuracy counts with).
+std::size_t argmax(std::span<const float> logits);
 
 }  // namespace ringtrain
