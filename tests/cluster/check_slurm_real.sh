@@ -98,8 +98,9 @@ scontrol requeue "$int" || fail "scontrol requeue $int failed"
 until_true 90 "the interrupted job $int ended" job_gone "$int"
 check_finished int "$int" 2 $((cpus / 2))
 s0=$(grep -o 'stopped by a signal at step [0-9]*' "$(log 0)" | grep -o '[0-9]*$')
-[[ -n $s0 ]] && ((s0 >= 100 && s0 < 300)) ||
+if [[ -z $s0 ]] || ((s0 < 100 || s0 >= 300)); then
   fail "attempt 0: the ranks did not stop on SIGUSR1 after step 100 (step ${s0:-?})"
+fi
 grep -q "requeueing job $int" int.out || fail "attempt 0: the template did not requeue the job"
 grep -q "resumed from .*step-$(printf '%08d' "$s0").h5 at step $s0 " "$(log 1)" ||
   fail "attempt 1 did not resume at step $s0"
