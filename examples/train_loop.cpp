@@ -57,10 +57,8 @@ int train_loop(int argc, char** argv) {
   plan.schedule = settings.schedule_config(steps);
   plan.seed = seed;
   const OptimizerConfig sgd = settings.optimizer_config();
-  const FaultInjector no_faults;
-  Watchdog watchdog(comm.rank(), 60.0, default_watchdog_action);
-  DataParallelStep step(comm, *model, train, plan, ReducerOptions{}, sgd, /*trace=*/nullptr,
-                        watchdog, no_faults);
+  StepProbe unwatched;  // nothing times, traces or watches this loop's steps
+  DataParallelStep step(comm, *model, train, plan, ReducerOptions{}, sgd, unwatched);
 
   data::GlobalSampler sampler(seed, train.size(), settings.global_batch);
   double window_loss = 0.0, window_samples = 0.0;
@@ -84,8 +82,7 @@ int train_loop(int argc, char** argv) {
   TrainingProgress progress;
   progress.step = steps;
   progress.samples_seen = steps * settings.global_batch;
-  const TrainingState state{*model, step.optimizer(),       sampler, progress,
-                            seed,   &step.reducer().shard()};
+  const TrainingState state{*model, step.optimizer(), sampler, progress, seed, &step.shard()};
   Checkpointer checkpointer(comm, std::string(run_dir) + "/checkpoints", 1, "{}");
   const SaveOutcome saved = checkpointer.save(state, sampler.state().epoch);
   if (!saved.durable) {

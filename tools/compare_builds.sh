@@ -39,5 +39,13 @@ done <<'RUNS'
 2 --steps 40 --log-every 10 --overlap alternate --trace-steps 5 --no-eval
 1 --model cnn --steps 10 --log-every 5 --dropout 0.2 --no-eval
 3 --steps 30 --log-every 10 --overlap off --zero 1 --no-eval --local-batches 0,64,64
+2 --steps 30 --log-every 10 --reduction exact --exact-micro-batch 16 --local-batches 48,80 --no-eval
+3 --steps 20 --log-every 10 --reduction exact --exact-micro-batch 16 --local-batches 32,48,48 --no-eval
+3 --steps 20 --log-every 10 --reduction exact --exact-micro-batch 16 --local-batches 32,48,48 --zero 1 --optimizer adamw --lr 0.001 --no-eval
+2 --steps 30 --log-every 10 --collective hierarchical --ranks-per-host 1 --zero 1 --no-eval
+3 --steps 20 --log-every 10 --collective hierarchical --ranks-per-host 2 --no-eval
+2 --steps 30 --log-every 10 --wire bf16 --bucket-bytes 65536 --no-eval
+2 --steps 30 --log-every 10 --progress thread --bucket-bytes 65536 --no-eval
+2 --steps 20 --log-every 10 --bucket-bytes 4096 --test-nan-rank 1 --test-nan-step 3 --no-eval
 RUNS
 exit $status

@@ -1,7 +1,7 @@
 // The reducer's pure pieces, without MPI:
-//   - update_in_pieces (optimizer_shard.hpp) calls the update on every element of this rank's
-//     piece exactly once, in order, with matching state offsets, for piece sizes around the
-//     edges, and polls after each call;
+//   - piece_after (optimizer_shard.hpp) cuts this rank's piece into update pieces that cover
+//     every element exactly once, in order, with matching state offsets, for piece sizes
+//     around the edges;
 //   - updates_per_bucket (gradient_reducer.hpp) says what its comment says in each mode;
 //   - all_finite (step_agreement.hpp) finds a NaN or ±inf at every position, in the
 //     vectorised part and in the tail.
@@ -16,7 +16,7 @@
 
 using namespace ringtrain;
 
-TEST_CASE("update_in_pieces covers the piece once, in order, polling after each call") {
+TEST_CASE("piece_after covers the piece once, in order, with matching state offsets") {
   for (const std::size_t count : {0, 1, 7, 64}) {
     // A piece of the flat buffer at 100 whose state starts at 30: a shard's piece.
     const ShardPiece mine{100, count, 30};
@@ -24,25 +24,24 @@ TEST_CASE("update_in_pieces covers the piece once, in order, polling after each 
          {std::size_t{0}, std::size_t{1}, std::size_t{3}, count == 0 ? 1 : count - 1, count,
           count + 1, std::size_t(-1)}) {
       std::vector<int> seen(200, 0);
-      std::size_t next = 100, calls = 0, polls = 0;
+      std::size_t next = 100, calls = 0, done = 0;
       bool ok = true;
-      update_in_pieces(
-          mine, piece,
-          [&](std::size_t offset, std::size_t n, std::size_t state_offset) {
-            ok = ok && offset == next && n >= 1 && n <= std::max<std::size_t>(piece, 1) &&
-                 state_offset == offset - 70 && polls == calls;
-            for (std::size_t i = offset; i < offset + n; ++i) ++seen[i];
-            next = offset + n;
-            ++calls;
-          },
-          [&] { ++polls; });
+      for (ShardPiece p = piece_after(mine, done, piece); p.count > 0;
+           p = piece_after(mine, done, piece)) {
+        ok = ok && p.flat_offset == next && p.count <= std::max<std::size_t>(piece, 1) &&
+             p.shard_offset == p.flat_offset - 70;
+        for (std::size_t i = p.flat_offset; i < p.flat_offset + p.count; ++i) ++seen[i];
+        next = p.flat_offset + p.count;
+        done += p.count;
+        ++calls;
+      }
       INFO("count " << count << ", piece " << piece);
       CHECK(ok);
-      CHECK(polls == calls);
       CHECK(next == 100 + count);
       for (std::size_t i = 0; i < seen.size(); ++i)
         CHECK(seen[i] == (i >= 100 && i < 100 + count ? 1 : 0));
       if (piece >= count && count > 0) CHECK(calls == 1);
+      if (count == 0) CHECK(calls == 0);
     }
   }
 }

@@ -1,16 +1,17 @@
-// GradientReducer's update calls (gradient_reducer.hpp), at N = 1, 2, 3. An update goes in
-// pieces only so that the main thread can poll the rings still in flight between them; each
-// piece wakes the rank's threads (optimizer.hpp), so with nothing to poll a bucket goes in
-// one call:
-//   - every element of this rank's shard is updated exactly once, pieces or not;
+// GradientReducer's summed pieces (gradient_reducer.hpp), at N = 1, 2, 3. A bucket's piece
+// comes back in smaller pieces only so that the main thread can poll the rings still in
+// flight between their updates; each update wakes the rank's threads (optimizer.hpp), so
+// with nothing to poll a bucket comes back in one piece:
+//   - every element of this rank's shard comes back exactly once, in pieces or not;
 //   - at N = 1 (no ring is ever in flight) and with the progress thread (which polls instead
 //     of the main thread), one call per bucket;
-//   - the bucket updated last, when no other ring is in flight, goes in one call.
+//   - the bucket updated last, when no other ring is in flight, comes back in one piece.
 #include "ringtrain/framework/train/gradient_reducer.hpp"
 
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <vector>
 
 #include "mpi_test.hpp"
@@ -45,7 +46,7 @@ std::size_t bucket_of(const std::vector<coll::Bucket>& buckets, std::size_t i) {
 
 }  // namespace
 
-TEST_CASE("an update goes in pieces only while the main thread has rings to poll") {
+TEST_CASE("a bucket comes back in pieces only while the main thread has rings to poll") {
   coll::Communicator comm;
   const int N = comm.size();
   Facts facts;
@@ -61,17 +62,19 @@ TEST_CASE("an update goes in pieces only while the main thread has rings to poll
       options.driver = driver;
       options.zero = zero;
       GradientReducer reducer(comm, params, options, nullptr);
-      reducer.begin_step(true);
+      reducer.begin_step(true, 1);
       reducer.layer_done(1);
       reducer.layer_done(0);
       std::vector<Call> calls;
       std::vector<int> updates(params.num_elements(), 0);
-      const bool applied =
-          reducer.finish(true, [&](std::size_t offset, std::size_t count, std::size_t) {
-            calls.push_back({offset, count});
-            for (std::size_t i = offset; i < offset + count; ++i) ++updates[i];
-          });
+      const bool applied = reducer.finish(true);
       facts.check(applied, where + ": the step is not applied");
+      if (applied)
+        while (const std::optional<ShardPiece> piece = reducer.next_summed()) {
+          calls.push_back({piece->flat_offset, piece->count});
+          for (std::size_t i = piece->flat_offset; i < piece->flat_offset + piece->count; ++i)
+            ++updates[i];
+        }
 
       // Exactly once: every element (no ZeRO), or this rank's chunk of each bucket (ZeRO-1).
       const auto& buckets = reducer.buckets();
@@ -95,7 +98,7 @@ TEST_CASE("an update goes in pieces only while the main thread has rings to poll
       if (!zero && !calls.empty()) {
         const std::size_t last = bucket_of(buckets, calls.back().offset);
         facts.check(calls_per_bucket[last] == 1,
-                    fmt::format("{}: the bucket updated last took {} calls, no ring in flight",
+                    fmt::format("{}: the bucket updated last took {} pieces, no ring in flight",
                                 where, calls_per_bucket[last]));
       }
     }

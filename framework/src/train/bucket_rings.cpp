@@ -138,7 +138,7 @@ bool BucketRings::poll() {
 void BucketRings::wait(std::size_t b) {
   BucketRing& f = *rings_[b];
   f.ring.wait();
-  if (f.gathering)  // also when the sum ran elsewhere (GradientReducer::update_summed)
+  if (f.gathering)  // also when the sum ran elsewhere (GradientReducer::begin_summed)
     note_gathered(f, now_s());
   else if (!f.summed)
     note_summed(f, now_s());

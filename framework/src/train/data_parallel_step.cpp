@@ -1,8 +1,6 @@
 // One data-parallel step (data_parallel_step.hpp): the recipe in run(), each part below it.
 #include "ringtrain/framework/train/data_parallel_step.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -10,7 +8,9 @@
 #include "ringtrain/collectives/exact_sum.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
-#include "ringtrain/framework/train/now.hpp"
+#include "ringtrain/framework/loss.hpp"
+#include "ringtrain/framework/train/exact_step.hpp"
+#include "ringtrain/framework/train/gradient_reducer.hpp"
 
 namespace ringtrain {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 namespace coll = collectives;
 
 // SyncBatchNorm's cross-rank sum: one small allreduce of doubles (or of an exact sum's words). It
-// runs during backward, while gradient rings may be in flight, so it holds the reducer's MPI lock.
+// runs during backward, while gradient rings may be in flight, so it holds the sum's MPI lock.
 class CommSum final : public CrossRankSum {
  public:
   CommSum(const coll::Communicator& comm, std::mutex& mpi_mutex) : comm_(comm), mutex_(mpi_mutex) {}
@@ -36,23 +36,31 @@ class CommSum final : public CrossRankSum {
   std::mutex& mutex_;
 };
 
+// The way to sum that `reduction` names. Collective.
+std::unique_ptr<GradientSum> make_sum(const coll::Communicator& comm, Sequential& model,
+                                      const StepPlan& plan, const ReducerOptions& reducer,
+                                      Trace* trace) {
+  if (plan.reduction == Reduction::kExact)
+    return std::make_unique<ExactGradientSum>(comm, model, reducer, plan.exact_micro_batch, trace);
+  return std::make_unique<GradientReducer>(comm, model.parameters(), reducer, trace);
+}
+
 }  // namespace
 
 DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& model,
                                    const data::Dataset& train, StepPlan plan,
                                    const ReducerOptions& reducer, const OptimizerConfig& optimizer,
-                                   Trace* trace, Watchdog& watchdog, const FaultInjector& faults)
+                                   StepProbe& probe)
     : comm_(comm),
       model_(model),
       train_(train),
       plan_(std::move(plan)),
-      trace_(trace),
-      watchdog_(watchdog),
-      faults_(faults),
-      reducer_(std::make_unique<GradientReducer>(comm, model.parameters(), reducer, trace)),
+      probe_(probe),
+      overlap_(reducer.overlap),
+      sum_(make_sum(comm, model, plan_, reducer, probe.trace())),
       // --zero 1: the optimizer's state covers only this rank's chunk of each bucket.
-      optimizer_(make_optimizer(optimizer, reducer_->shard().elements())),
-      bn_sum_(std::make_unique<CommSum>(comm, reducer_->mpi_mutex())) {
+      optimizer_(make_optimizer(optimizer, sum_->shard().elements())),
+      bn_sum_(std::make_unique<CommSum>(comm, sum_->mpi_mutex())) {
   const std::size_t max_local =
       *std::max_element(plan_.local_batches.begin(), plan_.local_batches.end());
   inputs_.resize(max_local * num_elements(model.input_shape()));
@@ -60,27 +68,11 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
   targets_.resize(max_local * train.num_targets);
   sample_ids_.resize(max_local);
   dlogits_.resize(max_local * num_elements(model.output_shape()));
-  if (plan_.reduction == Reduction::kExact)
-    exact_ = std::make_unique<ExactGradient>(model, comm, trace_);
-
-  if (trace_) {
-    for (std::size_t i = 0; i < model.num_layers(); ++i) {
-      const std::string path = fmt::format("layers.{}.{}", i, model.layer(i).kind());
-      forward_names_.push_back(trace_->name("forward " + path));
-      backward_names_.push_back(trace_->name("backward " + path));
-    }
-    data_name_ = trace_->name("data");
-    loss_name_ = trace_->name("loss");
-    optimizer_name_ = trace_->name("optimizer");
-    exact_pass_name_ = trace_->name("exact: forward, loss, backward");
-  }
-  forward_hook_ = [this](std::size_t layer) { on_forward_layer(layer); };
+  // The first element of the gradient: its layer's backward is the last to write into the
+  // bucket that holds it (bucket_plan.hpp).
+  if (model.parameters().count() > 0) poisoned_layer_ = model.parameters().entry(0).layer;
+  forward_hook_ = [this](std::size_t layer) { probe_.layer_done(layer); };
   backward_hook_ = [this](std::size_t layer) { on_backward_layer(layer); };
-  backward_trace_hook_ = [this](std::size_t layer) { trace_backward_layer(layer); };
-  poll_hook_ = [this] { reducer_->poll(); };
-  update_hook_ = [this](std::size_t offset, std::size_t count, std::size_t state_offset) {
-    update_piece(offset, count, state_offset);
-  };
 }
 
 DataParallelStep::~DataParallelStep() = default;
@@ -90,47 +82,27 @@ float DataParallelStep::learning_rate(std::uint64_t step) const {
 }
 
 StepOutcome DataParallelStep::run(std::uint64_t step, const data::GlobalBatch& batch) {
-  if (exact_) return run_exact(step, batch);
-  const double t0 = now_s();
-  step_ = step;
-  times_ = StepTimes{};
-  times_.overlap = reducer_->options().overlap && !(plan_.alternate_overlap && step % 2 == 1);
-  if (trace_) trace_->begin_step(step);
-  traced_ = trace_ && trace_->recording();
-  reducer_->begin_step(times_.overlap);
-  watchdog_.enter("forward/backward", step);
-
-  // 1. this rank's slice of the global batch
-  const std::size_t n = take_slice(batch);
-  const double t_data = now_s();
-  layer_end_s_ = t_data;
-  if (traced_) trace_->span(data_name_, 0, t0, t_data);
-  // 2. forward and the loss, scaled by the reduction convention
-  const LossResult loss = forward_and_loss(n, batch.samples.size());
-  const double t_forward = now_s();
-  // 3. backward, each finished layer handed to the reducer
-  backward(n, std::isfinite(loss.loss_sum));
-  const double t_backward = now_s();
-  // 4. the rest of the sum over ranks, and the same update (or the same skip) everywhere
-  const bool applied = sum_and_update();
-  const double t_end = now_s();
-
-  const StepComm& comm = reducer_->account();
-  times_.step_s = t_end - t0;
-  times_.data_s = t_data - t0;
-  times_.forward_s = t_forward - t_data;
-  times_.backward_s = t_backward - t_forward;
-  times_.progress_s = comm.progress_s;
-  times_.comm_s = comm.comm_s;
-  times_.exposed_s = comm.exposed_s;
-  times_.collectives = double(comm.collectives);
-  times_.wire_bytes = comm.wire_bytes;
-  times_.inter_host_bytes = comm.inter_host_bytes;
-  return {loss.loss_sum, n, batch.samples.size(), applied, times_};
+  const std::size_t B = batch.samples.size();
+  // 1. this rank's slice of the global batch (the step begins)
+  const std::size_t n = begin_step(step, batch);
+  // 2. forward, and the loss scaled by the reduction convention
+  const double loss_sum = loss(forward(n), n, B);
+  // 3. backward, each finished layer's gradients handed to the sum over ranks
+  const bool finite = backward(n, loss_sum);
+  // 4. the rest of the sum; the ranks agree to apply the step, or all skip it
+  const bool applied = sum_->finish(finite);
+  // 5. the same update on every rank: each summed piece goes to the optimizer
+  if (applied)
+    while (const std::optional<ShardPiece> piece = sum_->next_summed()) update(*piece);
+  return end_step(n, B, loss_sum, applied);
 }
 
-// Copies the samples of this rank's slice into the input buffers; returns b_r.
-std::size_t DataParallelStep::take_slice(const data::GlobalBatch& batch) {
+// Starts step `step`: copies the samples of this rank's slice into the input buffers; returns
+// b_r.
+std::size_t DataParallelStep::begin_step(std::uint64_t step, const data::GlobalBatch& batch) {
+  probe_.begin(step);
+  lr_ = learning_rate(step);
+  counted_ = false;
   const data::Slice mine = data::rank_slice(
       plan_.local_batches, static_cast<std::size_t>(comm_.rank()), batch.samples.size());
   for (std::size_t i = 0; i < mine.count; ++i) sample_ids_[i] = batch.samples[mine.begin + i];
@@ -144,94 +116,103 @@ std::size_t DataParallelStep::take_slice(const data::GlobalBatch& batch) {
     data_failure_ = e.what();  // the step goes on, poisoned, so no rank waits for this one
     std::fill_n(labels_.begin(), train_.regression() ? 0 : mine.count, 0);
   }
+  // --overlap alternate: the rings start during backward in even steps only.
+  const bool overlap = overlap_ && !(plan_.alternate_overlap && step % 2 == 1);
+  sum_->begin_step(overlap, batch.samples.size());
   return mine.count;
 }
 
+// The step's context for the layers: training mode, the keys of their randomness, SyncBN's
+// sum over ranks, and what the sum over ranks asks of them.
+StepContext DataParallelStep::context(std::size_t n) {
+  StepContext ctx;
+  ctx.training = true;
+  ctx.seed = plan_.seed;
+  ctx.sample_ids = std::span<const std::uint64_t>(sample_ids_).first(n);
+  ctx.cross_rank = plan_.sync_bn ? bn_sum_.get() : nullptr;
+  sum_->prepare(ctx);
+  return ctx;
+}
+
 // outputs = model(x)                                       (b_r, outputs)
-// loss    = Σ_i ℓ_i;  doutputs = scale · ∂loss/∂outputs,  scale = 1/B for sum-scaled
-// ℓ_i: softmax cross-entropy of the logits (class labels) or (1/k) Σ_k (ŷ_ik - y_ik)² (targets)
-LossResult DataParallelStep::forward_and_loss(std::size_t n, std::size_t global_samples) {
-  const auto outputs = model_.forward(inputs_, n, context(n, true),
-                                      traced_ ? forward_hook_ : std::function<void(std::size_t)>{});
-  const float scale = loss_scale(plan_.reduction, n, global_samples, comm_.size());
-  const std::size_t width = num_elements(model_.output_shape());
-  const LossResult loss =
-      train_.regression()
-          ? squared_error(outputs, targets_, n, width, scale, dlogits_)
-          : softmax_cross_entropy(outputs, std::span(labels_).first(n), n, width, scale, dlogits_);
-  if (traced_) {
-    const double t = now_s();
-    trace_->span(loss_name_, 0, layer_end_s_, t);
-    layer_end_s_ = t;
+std::span<const float> DataParallelStep::forward(std::size_t n) {
+  probe_.enter(StepPhase::kForward);
+  const std::size_t pixels = num_elements(model_.input_shape());
+  return model_.forward(std::span<const float>(inputs_).first(n * pixels), n, context(n),
+                        forward_hook_);
+}
+
+// loss = Σ_i ℓ_i over this rank's n rows, taken in terms of loss_rows() rows each (all of
+// them, or the exact sum's micro-batches), each term handed to the sum;
+// doutputs = scale · ∂loss/∂outputs, scale = 1/B for sum-scaled (reduction.hpp).
+double DataParallelStep::loss(std::span<const float> outputs, std::size_t n,
+                              std::size_t global_samples) {
+  const std::size_t term_rows = std::max<std::size_t>(1, sum_->loss_rows(n));
+  double loss_sum = 0.0;
+  for (std::size_t first = 0; first < n; first += term_rows) {
+    const std::size_t rows = std::min(term_rows, n - first);
+    const float scale = loss_scale(plan_.reduction, rows, global_samples, comm_.size());
+    const double term = loss_of_rows(outputs, first, rows, scale);
+    sum_->add_loss(term);
+    loss_sum += term;
   }
-  return loss;
+  return loss_sum;
 }
 
-// A non-finite loss poisons the gradient before its first bucket starts, so the sum carries
-// it and every rank skips the step together.
-void DataParallelStep::backward(std::size_t n, bool loss_finite) {
-  poison_ = !loss_finite || !data_failure_.empty() || faults_.poison_gradient(comm_.rank(), step_);
-  model_.backward(dlogits_, n, context(n, true), backward_hook_);
+// Σ ℓ_i over rows [first, first + rows) of the slice, from their outputs; their doutputs into
+// dlogits_. ℓ_i: softmax cross-entropy of the logits (class labels) or (1/k) Σ_k (ŷ_ik - y_ik)²
+// (targets): the one place the data choose the loss.
+double DataParallelStep::loss_of_rows(std::span<const float> outputs, std::size_t first,
+                                      std::size_t rows, float scale) {
+  const std::size_t width = num_elements(model_.output_shape());
+  const std::span<const float> out = outputs.subspan(first * width, rows * width);
+  const std::span<float> dout = std::span(dlogits_).subspan(first * width, rows * width);
+  if (train_.regression())
+    return squared_error(out, std::span<const float>(targets_).subspan(first * train_.num_targets),
+                         rows, width, scale, dout)
+        .loss_sum;
+  return softmax_cross_entropy(out, std::span<const std::int32_t>(labels_).subspan(first, rows),
+                               rows, width, scale, dout)
+      .loss_sum;
 }
 
-// Waits for the buckets still in flight; the reducer calls update_piece on each summed piece
-// once the ranks agree that the step is applied.
-bool DataParallelStep::sum_and_update() {
-  watchdog_.enter("allreduce", step_);
-  faults_.before_gradient_sum(comm_.rank(), step_);
-  lr_ = learning_rate(step_);
-  counted_ = false;
-  const bool applied = reducer_->finish(!poison_, update_hook_);
-  watchdog_.enter("optimizer", step_);
-  faults_.after_update(comm_.rank(), step_, model_.parameters().values());
-  watchdog_.leave();
-  return applied;
-}
-
-void DataParallelStep::on_forward_layer(std::size_t layer) {
-  const double t = now_s();
-  trace_->span(forward_names_[layer], 0, layer_end_s_, t);
-  layer_end_s_ = t;
+// A rank whose loss is not finite, that could not read its samples, or that a test poisons, poisons
+// its gradient before the bucket that holds the gradient's first element starts, so the sum carries
+// the NaN and every rank skips the step together. Returns whether this rank's gradient is good.
+bool DataParallelStep::backward(std::size_t n, double loss_sum) {
+  poison_ = !std::isfinite(loss_sum) || !data_failure_.empty() || probe_.poison_gradient();
+  probe_.enter(StepPhase::kBackward);
+  const std::size_t width = num_elements(model_.output_shape());
+  model_.backward(std::span<const float>(dlogits_).first(n * width), n, context(n), backward_hook_);
+  probe_.enter(StepPhase::kSum);
+  return !poison_;
 }
 
 void DataParallelStep::on_backward_layer(std::size_t layer) {
   std::span<float> grads = model_.parameters().grads();
-  const bool first_with_gradients =
-      model_.parameters().count() > 0 && layer == model_.parameters().entry(0).layer;
-  if (poison_ && first_with_gradients && !grads.empty()) grads[0] = NAN;
-  reducer_->layer_done(layer);
-  if (traced_) trace_backward_layer(layer);
+  if (poison_ && layer == poisoned_layer_ && !grads.empty()) grads[0] = NAN;
+  sum_->layer_done(layer);
+  probe_.layer_done(layer);
 }
 
-void DataParallelStep::trace_backward_layer(std::size_t layer) {
-  const double t = now_s();
-  trace_->span(backward_names_[layer], 0, layer_end_s_, t);
-  layer_end_s_ = t;
-}
-
-// params[offset, offset+count) -= the optimizer's step on grads[...]; the optimizer's state
-// for them starts at state_offset. The step count advances once per applied step.
-void DataParallelStep::update_piece(std::size_t offset, std::size_t count,
-                                    std::size_t state_offset) {
-  const double t0 = now_s();
+// params[piece] -= the optimizer's step on grads[piece]; the optimizer's state for them starts
+// at piece.shard_offset. The step count advances once per applied step.
+void DataParallelStep::update(const ShardPiece& piece) {
+  probe_.enter(StepPhase::kUpdate);
   if (!counted_) optimizer_->begin_step();
   counted_ = true;
   ParameterStore& params = model_.parameters();
-  optimizer_->update(state_offset, params.values().subspan(offset, count),
-                     params.grads().subspan(offset, count), lr_);
-  const double t1 = now_s();
-  times_.optimizer_s += t1 - t0;
-  if (traced_) trace_->span(optimizer_name_, 0, t0, t1);
+  optimizer_->update(piece.shard_offset, params.values().subspan(piece.flat_offset, piece.count),
+                     params.grads().subspan(piece.flat_offset, piece.count), lr_);
+  probe_.enter(StepPhase::kSum);
 }
 
-StepContext DataParallelStep::context(std::size_t n, bool training) {
-  StepContext ctx;
-  ctx.training = training;
-  ctx.seed = plan_.seed;
-  ctx.sample_ids = std::span(sample_ids_).first(n);
-  ctx.cross_rank = plan_.sync_bn ? bn_sum_.get() : nullptr;
-  ctx.poll = &poll_hook_;
-  return ctx;
+// The step is done: the probe sees what it cost; the outcome carries this rank's share of
+// the loss.
+StepOutcome DataParallelStep::end_step(std::size_t n, std::size_t global_samples, double loss_sum,
+                                       bool applied) {
+  probe_.end(sum_->account(), model_.parameters().values());
+  return {sum_->loss_share(loss_sum), n, global_samples, applied};
 }
 
 }  // namespace ringtrain

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/now.hpp"
 
@@ -156,6 +157,74 @@ bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<fl
   loss_total_ = loss;
   span(loss_name_, t_loss);
   return std::all_of(gradient.begin(), gradient.end(), [](float g) { return std::isfinite(g); });
+}
+
+ExactGradientSum::ExactGradientSum(const collectives::Communicator& comm, Sequential& model,
+                                   const ReducerOptions& reducer, std::size_t micro_batch,
+                                   Trace* trace)
+    : comm_(comm),
+      grads_(model.parameters().grads()),
+      micro_batch_(micro_batch),
+      reducer_(comm, model.parameters(), reducer, trace),
+      exact_(model, comm, trace),
+      trace_(trace) {
+  if (trace_) pass_name_ = trace_->name("exact: forward, loss, backward");
+}
+
+void ExactGradientSum::begin_step(bool /*overlap*/, std::size_t global_samples) {
+  exact_.clear((global_samples + micro_batch_ - 1) / micro_batch_);
+  account_ = StepComm{};
+  whole_ = gathering_ = false;
+  pass_start_s_ = now_s();
+}
+
+// One forward and one backward on the rank's n rows with ctx.exact_micro_batch = m: the
+// layers sum per micro-batch inside the call (BatchNorm's statistics over ranks too:
+// collective, also with n = 0) and add each micro-batch's dW, db into the exact sum (the
+// sink); y and dx of Linear run on the row-stable products where this CPU has them.
+void ExactGradientSum::prepare(StepContext& ctx) {
+  ctx.poll = nullptr;  // no rings in flight
+  ctx.exact_micro_batch = micro_batch_;
+  ctx.exact_gradient = &exact_.sink();
+  ctx.exact_row_stable = blas::own_kernels_supported();
+}
+
+bool ExactGradientSum::finish(bool local_ok) {
+  // The layers' spans, and their adds into the exact sum, lie inside this one.
+  if (trace_ && trace_->recording()) trace_->span(pass_name_, 0, pass_start_s_, now_s());
+  if (!local_ok) exact_.poison();
+  const double t0 = now_s();
+  const bool applied = exact_.sum_into(comm_, grads_);
+  account_.comm_s = account_.exposed_s = now_s() - t0;
+  account_.collectives = 2;
+  if (applied && reducer_.options().zero) {
+    reducer_.begin_summed();
+    gathering_ = true;
+  } else {
+    whole_ = applied;
+  }
+  return applied;
+}
+
+std::optional<ShardPiece> ExactGradientSum::next_summed() {
+  if (whole_) {
+    whole_ = false;
+    return ShardPiece{0, grads_.size(), 0};
+  }
+  if (!gathering_) return std::nullopt;
+  if (std::optional<ShardPiece> piece = reducer_.next_summed()) return piece;
+  // --zero 1: every rank holds the same rounded total, so each updated only its shard of
+  // every bucket and the buckets' all-gathers brought the rest; they join the account.
+  gathering_ = false;
+  const StepComm& gathers = reducer_.account();
+  account_.comm_s += gathers.comm_s;
+  account_.exposed_s += gathers.exposed_s;
+  account_.collectives += gathers.collectives;
+  return std::nullopt;
+}
+
+double ExactGradientSum::loss_share(double /*local_loss_sum*/) const {
+  return comm_.rank() == 0 ? exact_.loss() : 0.0;
 }
 
 }  // namespace ringtrain

@@ -47,6 +47,7 @@ GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore&
              options.ring),
       rings_(comm, plan_.buckets(), options.ring, options.zero, account_),
       agreement_(comm, rings_.agreement_options()),
+      poll_hook_([this] { poll(); }),
       trace_(trace),
       progress_(rings_, options.driver, options.thread_poll_s, comm.size()) {
   if (!trace_) return;
@@ -56,13 +57,17 @@ GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore&
     ring_names_.push_back(trace_->name(fmt::format("ring bucket {}", b)));
 }
 
-void GradientReducer::begin_step(bool overlap) {
+void GradientReducer::begin_step(bool overlap, std::size_t /*global_samples*/) {
   std::lock_guard lock(progress_.mpi_mutex());  // the thread reads the rings' state
   overlap_ = overlap;
   rings_.begin_step(overlap ? options_.overlap_segments_in_flight
                             : options_.ring.segments_in_flight);
   agreement_.begin_step();
   account_ = StepComm{};
+  account_.overlap = overlap;
+  hand_back_ = HandBack::kNothing;
+  close_blocking_ = trace_at_close_ = false;
+  updating_ = kNoBucket;
 }
 
 void GradientReducer::layer_done(std::size_t layer) {
@@ -84,63 +89,100 @@ void GradientReducer::poll() {
   rings_.poll();
 }
 
-bool GradientReducer::finish(bool local_ok, const UpdatePiece& update) {
+bool GradientReducer::finish(bool local_ok) {
   agreement_.note_local(local_ok, grads_);
-  const bool ok = overlap_ ? finish_overlapped(update) : finish_blocking(update);
+  const bool ok = overlap_ ? finish_overlapped() : finish_blocking();
   // A step that is not applied throws its gradient away, and the residual it carried with it.
   if (!ok) rings_.feedback().clear();
   return ok;
 }
 
-// Overlap off: every bucket after backward, one after another, then the agreement, then the
-// update (with ZeRO-1 each bucket's chunk, then its all-gather); all of it is exposed.
-bool GradientReducer::finish_blocking(const UpdatePiece& update) {
-  coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
-  std::lock_guard lock(progress_.mpi_mutex());
-  for (std::size_t b = 0; b < plan_.size(); ++b) {
-    rings_.start_sum(b, grads_);
-    rings_.wait(b);
+std::optional<ShardPiece> GradientReducer::next_summed() {
+  switch (hand_back_) {
+    case HandBack::kWhole:
+      hand_back_ = HandBack::kClosing;
+      return ShardPiece{0, grads_.size(), 0};
+    case HandBack::kBuckets:
+      return next_bucket();
+    case HandBack::kOverlapped:
+      return next_overlapped();
+    case HandBack::kClosing:
+      return hand_back_done();
+    case HandBack::kNothing:
+      break;
   }
-  while (!agreement_.done())
-    if (!agreement_.advance(rings_, account_)) waiter.idle();
+  return std::nullopt;
+}
+
+void GradientReducer::begin_summed() {
+  begin_step(false, 0);
+  hand_back_ = HandBack::kBuckets;
+  bucket_ = 0;
+  close_blocking_ = true;  // the all-gathers block; nothing else runs
+}
+
+// The step's hand-back is over: its account (and its rings' spans) are closed.
+std::optional<ShardPiece> GradientReducer::hand_back_done() {
+  hand_back_ = HandBack::kNothing;
+  if (close_blocking_) account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
+  if (trace_at_close_) trace_rings();
+  close_blocking_ = trace_at_close_ = false;
+  return std::nullopt;
+}
+
+// Overlap off: every bucket after backward, one after another, then the agreement; the
+// pieces come back after it (with ZeRO-1 each bucket's chunk, then its all-gather). All of
+// it is exposed.
+bool GradientReducer::finish_blocking() {
+  coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
+  {
+    std::lock_guard lock(progress_.mpi_mutex());
+    for (std::size_t b = 0; b < plan_.size(); ++b) {
+      rings_.start_sum(b, grads_);
+      rings_.wait(b);
+    }
+    while (!agreement_.done())
+      if (!agreement_.advance(rings_, account_)) waiter.idle();
+  }
   const double first_s = plan_.size() > 0 ? rings_.at(0).start_s : agreement_.start_s();
   if (trace_) trace_->span(wait_name_, 0, first_s, agreement_.done_s());
-  const bool ok = agreement_.applied();
-  if (ok && updates_per_bucket(options_, false))
-    update_each_bucket(update);
-  else if (ok)
-    update(0, grads_.size(), 0);
-  account_.exposed_s = account_.comm_s;  // nothing else ran meanwhile
-  trace_rings();
-  return ok;
+  close_blocking_ = trace_at_close_ = true;
+  if (!agreement_.applied()) {
+    hand_back_done();
+    return false;
+  }
+  hand_back_ = updates_per_bucket(options_, false) ? HandBack::kBuckets : HandBack::kWhole;
+  bucket_ = 0;
+  return true;
 }
 
-// This rank's piece of each bucket, one bucket after another; with ZeRO-1 each bucket's
-// all-gather right after its update, blocking. The MPI lock is held.
-void GradientReducer::update_each_bucket(const UpdatePiece& update) {
-  for (std::size_t b = 0; b < plan_.size(); ++b) {
-    update_in_pieces(shard_.pieces()[b], std::numeric_limits<std::size_t>::max(), update);
-    if (!options_.zero) continue;
-    rings_.start_gather(b, params_);
-    rings_.wait(b);
-    if (trace_) trace_->span(wait_name_, 0, rings_.at(b).gather_start_s, rings_.at(b).done_s);
+// kBuckets: this rank's piece of each bucket in turn, in one piece; with ZeRO-1 each
+// bucket's all-gather, blocking, once its piece is updated (the call after it went back).
+std::optional<ShardPiece> GradientReducer::next_bucket() {
+  for (;;) {
+    if (updating_ != kNoBucket && options_.zero) {
+      const std::size_t b = updating_;
+      std::lock_guard lock(progress_.mpi_mutex());
+      rings_.start_gather(b, params_);
+      rings_.wait(b);
+      if (trace_) trace_->span(wait_name_, 0, rings_.at(b).gather_start_s, rings_.at(b).done_s);
+    }
+    updating_ = kNoBucket;
+    if (bucket_ == plan_.size()) return hand_back_done();
+    updating_ = bucket_++;
+    const ShardPiece& mine = shard_.pieces()[updating_];
+    if (mine.count > 0) return mine;
   }
 }
 
-void GradientReducer::update_summed(const UpdatePiece& update) {
-  begin_step(false);
-  std::lock_guard lock(progress_.mpi_mutex());
-  update_each_bucket(update);
-  account_.exposed_s = account_.comm_s;  // the all-gathers block; nothing else runs
-}
-
-// Overlap on: the rings started during backward; poll them, agree, and update each summed
-// bucket (per-bucket updates) while the others are in flight; wait only when nothing is left
-// to do. Polls outside the waits and updates count as progress_s.
-bool GradientReducer::finish_overlapped(const UpdatePiece& update) {
+// Overlap on: the rings started during backward; poll them until the ranks agree. With
+// per-bucket updates the pieces come back from there on (next_overlapped); otherwise, and
+// when the step is not applied, every sum must be in first. Polls outside the waits and
+// the updates count as progress_s.
+bool GradientReducer::finish_overlapped() {
   const bool per_bucket = updates_per_bucket(options_, true);
-  coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
-  double poll_t0 = now_s();
+  waiter_.emplace(coll::resolve_wait_policy(options_.ring.wait, comm_));
+  poll_t0_ = now_s();
   std::unique_lock lock(progress_.mpi_mutex());
   // A model whose first layers have no parameters leaves buckets that no layer_done started.
   while (rings_.started() < plan_.size()) rings_.start_sum(rings_.started(), grads_);
@@ -148,60 +190,105 @@ bool GradientReducer::finish_overlapped(const UpdatePiece& update) {
   for (;;) {
     bool moved = rings_.poll();
     moved = agreement_.advance(rings_, account_) || moved;
-    const bool ok = agreement_.done() && agreement_.applied();
-    if (ok && per_bucket) moved = update_summed_buckets(lock, update, poll_t0) || moved;
+    if (per_bucket && agreement_.done() && agreement_.applied()) {
+      hand_back_ = HandBack::kOverlapped;  // the sweep over the summed buckets starts
+      bucket_ = 0;
+      moved_ = moved;
+      return true;
+    }
     if (step_complete(per_bucket)) break;
     if (moved) {
-      waiter.reset();
+      waiter_->reset();
       continue;
     }
-    poll_t0 = wait_exposed(waiter, poll_t0);
+    poll_t0_ = wait_exposed(*waiter_, poll_t0_);
   }
-  account_.progress_s += now_s() - poll_t0;
+  account_.progress_s += now_s() - poll_t0_;
   progress_.set_main_waiting(false);
   lock.unlock();
   trace_rings();
-  const bool ok = agreement_.applied();
-  if (ok && !per_bucket) update(0, grads_.size(), 0);
-  return ok;
+  if (!agreement_.applied()) return false;
+  hand_back_ = HandBack::kWhole;
+  return true;
 }
 
-// Updates every summed bucket not updated yet, the thread polling meanwhile; with ZeRO-1 its
-// all-gather starts right after. `lock` is held on entry and on return; true if any.
-bool GradientReducer::update_summed_buckets(std::unique_lock<std::mutex>& lock,
-                                            const UpdatePiece& update, double& poll_t0) {
-  bool any = false;
-  for (std::size_t b = 0; b < plan_.size(); ++b) {
-    if (!rings_.at(b).summed || rings_.at(b).updated) continue;
-    account_.progress_s += now_s() - poll_t0;
-    progress_.set_main_waiting(false);
-    lock.unlock();
-    update_bucket(b, update);
-    lock.lock();
-    rings_.mark_updated(b);
-    if (options_.zero) rings_.start_gather(b, params_);
-    progress_.set_main_waiting(true);
-    poll_t0 = now_s();
-    any = true;
+// kOverlapped: rounds of [sweep: every summed bucket not updated yet goes back, in pieces
+// with polls between them; with ZeRO-1 its all-gather starts once it is updated], until the
+// step is complete; between rounds the rings are polled, or waited for when nothing moved.
+// Each call resumes where the piece before it left the round.
+std::optional<ShardPiece> GradientReducer::next_overlapped() {
+  if (updating_ != kNoBucket) {
+    poll_between_pieces();
+    if (std::optional<ShardPiece> piece = next_piece()) return piece;
   }
-  return any;
+  std::unique_lock lock(progress_.mpi_mutex());
+  if (updating_ != kNoBucket) bucket_updated();
+  for (;;) {
+    for (; bucket_ < plan_.size(); ++bucket_) {
+      const BucketRing& ring = rings_.at(bucket_);
+      if (!ring.summed || ring.updated) continue;
+      account_.progress_s += now_s() - poll_t0_;
+      progress_.set_main_waiting(false);
+      lock.unlock();
+      start_update(bucket_);
+      if (std::optional<ShardPiece> piece = next_piece()) return piece;
+      lock.lock();
+      bucket_updated();
+    }
+    if (step_complete(true)) break;
+    if (moved_)
+      waiter_->reset();
+    else
+      poll_t0_ = wait_exposed(*waiter_, poll_t0_);
+    moved_ = rings_.poll();
+    moved_ = agreement_.advance(rings_, account_) || moved_;
+    bucket_ = 0;
+  }
+  account_.progress_s += now_s() - poll_t0_;
+  progress_.set_main_waiting(false);
+  lock.unlock();
+  trace_rings();
+  return hand_back_done();
 }
 
-// This rank's piece of bucket b, in pieces that leave room to poll the rings in flight. The
-// pieces only serve those polls: with one rank, no ring in flight, or a thread that polls
-// them, the bucket goes in one update, which wakes the rank's threads once, not per piece.
-void GradientReducer::update_bucket(std::size_t b, const UpdatePiece& update) {
+// Bucket b's piece goes back next, in pieces that leave room to poll the rings in flight.
+// The pieces only serve those polls: with one rank, no ring in flight, or a thread that
+// polls them, the bucket goes in one piece, which wakes the rank's threads once, not per
+// piece.
+void GradientReducer::start_update(std::size_t b) {
   const bool polls_between =
       comm_.size() > 1 && progress_.main_thread_polls() && rings_.in_flight();
-  const std::size_t piece =
+  updating_ = b;
+  handed_ = 0;
+  piece_elements_ =
       polls_between ? options_.update_piece_elements : std::numeric_limits<std::size_t>::max();
-  update_in_pieces(shard_.pieces()[b], piece, update, [&] {
-    if (!progress_.main_thread_polls() || !rings_.in_flight()) return;
-    const double t0 = now_s();
-    std::lock_guard lock(progress_.mpi_mutex());
-    rings_.poll();
-    account_.progress_s += now_s() - t0;
-  });
+}
+
+// The next piece of bucket updating_'s piece (piece_after), or nullopt.
+std::optional<ShardPiece> GradientReducer::next_piece() {
+  const ShardPiece piece = piece_after(shard_.pieces()[updating_], handed_, piece_elements_);
+  if (piece.count == 0) return std::nullopt;
+  handed_ += piece.count;
+  return piece;
+}
+
+void GradientReducer::poll_between_pieces() {
+  if (!progress_.main_thread_polls() || !rings_.in_flight()) return;
+  const double t0 = now_s();
+  std::lock_guard lock(progress_.mpi_mutex());
+  rings_.poll();
+  account_.progress_s += now_s() - t0;
+}
+
+// Bucket updating_ is updated (the MPI lock is held): with ZeRO-1 its all-gather starts, and
+// the main thread polls again.
+void GradientReducer::bucket_updated() {
+  rings_.mark_updated(updating_);
+  if (options_.zero) rings_.start_gather(updating_, params_);
+  updating_ = kNoBucket;
+  progress_.set_main_waiting(true);
+  poll_t0_ = now_s();
+  moved_ = true;
 }
 
 // Every sum is in and agreed; if the step is applied, every bucket that is updated by itself

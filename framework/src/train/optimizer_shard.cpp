@@ -138,13 +138,10 @@ void OptimizerShard::gather_to_root(const collectives::Communicator& comm,
   }
 }
 
-void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const UpdatePiece& update,
-                      const std::function<void()>& between_pieces) {
-  const std::size_t piece = std::max<std::size_t>(1, piece_elements);
-  for (std::size_t done = 0; done < mine.count; done += piece) {
-    update(mine.flat_offset + done, std::min(piece, mine.count - done), mine.shard_offset + done);
-    if (between_pieces) between_pieces();
-  }
+ShardPiece piece_after(const ShardPiece& mine, std::size_t done, std::size_t piece_elements) {
+  if (done >= mine.count) return {mine.flat_offset + mine.count, 0, mine.shard_offset + mine.count};
+  const std::size_t count = std::min(std::max<std::size_t>(1, piece_elements), mine.count - done);
+  return {mine.flat_offset + done, count, mine.shard_offset + done};
 }
 
 void check_zero_algorithm(bool zero, collectives::Algorithm algorithm, int world_size) {

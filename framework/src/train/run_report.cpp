@@ -28,12 +28,12 @@ std::string bn_statistics(const RunFacts& f) {
 }
 
 bool per_bucket_update(const RunFacts& f) {
-  return updates_per_bucket(f.reducer->options());
+  return updates_per_bucket(*f.reducer);
 }
 
 // The format the gradient sum travels in, and what that does to the sum.
 std::string wire_convention(const RunFacts& f) {
-  const collectives::RingOptions& ring = f.reducer->options().ring;
+  const collectives::RingOptions& ring = f.reducer->ring;
   if (ring.wire == collectives::Wire::kFp32) return "fp32";
   const std::string where = ring.algorithm == collectives::Algorithm::kHierarchical
                                 ? " between hosts (sums within a host stay fp32)"
@@ -61,17 +61,17 @@ nlohmann::json reduction_json(const RunFacts& f) {
 }
 
 nlohmann::json buckets_json(const RunFacts& f) {
-  const GradientReducer& reducer = *f.reducer;
+  const BucketPlan& plan = *f.buckets;
   nlohmann::json bytes = nlohmann::json::array(), ready = nlohmann::json::array();
-  for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
-    bytes.push_back(reducer.buckets()[b].elements * sizeof(float));
-    ready.push_back(reducer.ready_layer(b));
+  for (std::size_t b = 0; b < plan.size(); ++b) {
+    bytes.push_back(plan.buckets()[b].elements * sizeof(float));
+    ready.push_back(plan.ready_layer(b));
   }
-  const ReducerOptions& o = reducer.options();
+  const ReducerOptions& o = *f.reducer;
   return {
       {"cap_bytes", f.bucket_choice.cap_bytes},
       {"cap_reason", f.bucket_choice.reason},
-      {"count", reducer.buckets().size()},
+      {"count", plan.size()},
       {"bytes", bytes},
       {"ready_after_layer", ready},
       {"order", "backward (bucket 0 holds the last layer's gradients)"},
@@ -259,7 +259,7 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   if (f.world > 1)
     lines.push_back(
         fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
-                    f.reducer->buckets().size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason,
+                    f.buckets->size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason,
                     name_of(c.overlap), name_of(c.progress),
                     per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
   lines.push_back(

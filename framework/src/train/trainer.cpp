@@ -23,9 +23,11 @@
 #include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
+#include "ringtrain/framework/train/bucket_plan.hpp"
 #include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/data_parallel_step.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
+#include "ringtrain/framework/train/exact_step.hpp"
 #include "ringtrain/framework/train/metrics_log.hpp"
 #include "ringtrain/framework/train/now.hpp"
 #include "ringtrain/framework/train/progress.hpp"
@@ -33,6 +35,7 @@
 #include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/run_report.hpp"
 #include "ringtrain/framework/train/save_policy.hpp"
+#include "ringtrain/framework/train/step_instruments.hpp"
 #include "ringtrain/framework/train/stop_signals.hpp"
 #include "ringtrain/framework/train/trace.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
@@ -183,6 +186,9 @@ class TrainingRun {
   nlohmann::json manifest_;
   Watchdog watchdog_;
   std::unique_ptr<coll::Hierarchy> hierarchy_;  // --collective hierarchical; outlives step_
+  ReducerOptions reducer_;
+  std::unique_ptr<BucketPlan> buckets_;           // the gradient sum's, for the records
+  std::unique_ptr<StepInstruments> instruments_;  // the step's times, trace, watchdog, faults
   std::unique_ptr<DataParallelStep> step_;
 
   TrainingProgress progress_;
@@ -312,11 +318,10 @@ void TrainingRun::build_step() {
                              ? coll::BucketChoice{config_.bucket_bytes, "given by --bucket-bytes"}
                              : default_bucket_choice(facts_.ring_fit, world, grad_bytes,
                                                      config_.overlap != Overlap::kOff);
-  ReducerOptions reducer =
-      reducer_options(config_, facts_.bucket_choice.cap_bytes, facts_.blas_threads);
+  reducer_ = reducer_options(config_, facts_.bucket_choice.cap_bytes, facts_.blas_threads);
   if (config_.collective == CollectiveKind::kHierarchical) {
     hierarchy_ = std::make_unique<coll::Hierarchy>(comm_, config_.ranks_per_host);  // collective
-    reducer.ring.hierarchy = hierarchy_.get();
+    reducer_.ring.hierarchy = hierarchy_.get();
     facts_.hosts = hierarchy_->layout().hosts;
   }
 
@@ -330,7 +335,7 @@ void TrainingRun::build_step() {
       facts_.reduction == Reduction::kExact ? micro_batches * (model_.parameters().count() + 2) : 0;
   const std::size_t events_per_step =
       2 * model_.num_layers() + 3 * model_.parameters().count() +
-      model_.parameters().num_elements() / reducer.update_piece_elements + exact_passes + 16;
+      model_.parameters().num_elements() / reducer_.update_piece_elements + exact_passes + 16;
   trace_ = std::make_unique<Trace>(config_.trace_steps, events_per_step, origin[0], clock.offset_s,
                                    clock.uncertainty_s);
   eval_name_ = trace_->name("evaluation");
@@ -343,12 +348,16 @@ void TrainingRun::build_step() {
   plan.alternate_overlap = config_.overlap == Overlap::kAlternate;
   plan.seed = config_.seed;
   plan.exact_micro_batch = config_.exact_micro_batch;
-  step_ = std::make_unique<DataParallelStep>(
-      comm_, model_, train_, std::move(plan), reducer, config_.optimizer_config(),
-      config_.trace_steps > 0 ? trace_.get() : nullptr, watchdog_, faults_);
-  facts_.reducer = &step_->reducer();
+  instruments_ = std::make_unique<StepInstruments>(
+      model_, config_.trace_steps > 0 ? trace_.get() : nullptr, watchdog_, faults_, comm_.rank(),
+      facts_.reduction == Reduction::kExact);
+  step_ = std::make_unique<DataParallelStep>(comm_, model_, train_, std::move(plan), reducer_,
+                                             config_.optimizer_config(), *instruments_);
+  buckets_ = std::make_unique<BucketPlan>(model_.parameters().entries(), reducer_.cap_bytes);
+  facts_.reducer = &reducer_;
+  facts_.buckets = buckets_.get();
   facts_.optimizer = step_->optimizer().describe();
-  facts_.state_bytes = optimizer_state_bytes(comm_, step_->optimizer(), step_->reducer().shard());
+  facts_.state_bytes = optimizer_state_bytes(comm_, step_->optimizer(), step_->shard());
 }
 
 void TrainingRun::open_run_directory() {
@@ -367,9 +376,9 @@ void TrainingRun::open_run_directory() {
 
 // The training state and, with --resume, the checkpoint it continues from (nothing yet written).
 std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
-  state_ = std::make_unique<TrainingState>(
-      TrainingState{model_, step_->optimizer(), *sampler_, progress_, config_.seed,
-                    &step_->reducer().shard(), &step_->reducer().feedback()});
+  state_ = std::make_unique<TrainingState>(TrainingState{model_, step_->optimizer(), *sampler_,
+                                                         progress_, config_.seed, &step_->shard(),
+                                                         &step_->feedback()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
                                                  checkpoint_config(config_, facts_, model_).dump(),
                                                  config_.checkpoint_key, config_.zero_gather);
@@ -488,10 +497,11 @@ void TrainingRun::check_mapped_data() {
 }
 
 void TrainingRun::account(const StepOutcome& outcome, std::uint64_t step) {
-  metrics_->add(outcome.times, outcome.loss_sum, outcome.local_samples, progress_);
-  progress_.useful_compute_s += outcome.times.step_s;
+  const StepTimes& times = instruments_->times();
+  metrics_->add(times, outcome.loss_sum, outcome.local_samples, progress_);
+  progress_.useful_compute_s += times.step_s;
   if (step > start_step_) {
-    warm_compute_s_ += outcome.times.step_s;
+    warm_compute_s_ += times.step_s;
     ++warm_steps_;
   }
   progress_.samples_seen += outcome.global_samples;
@@ -581,7 +591,7 @@ void TrainingRun::finish(double start_s) {
   bar_->finish();
   if (config_.trace_steps > 0) {
     std::vector<std::string> lanes = {"compute", "agree"};
-    const auto& buckets = step_->reducer().buckets();
+    const auto& buckets = buckets_->buckets();
     for (std::size_t b = 0; b < buckets.size(); ++b)
       lanes.push_back(fmt::format("bucket {} ({} floats)", b, buckets[b].elements));
     write_trace(comm_, *trace_, lanes, run_dir_path_ / "trace.json");

@@ -32,20 +32,9 @@
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/error_feedback.hpp"
 #include "ringtrain/collectives/options.hpp"
+#include "ringtrain/framework/train/gradient_sum.hpp"
 
 namespace ringtrain {
-
-// What one step's communication cost this rank (GradientReducer::account()).
-struct StepComm {
-  double comm_s = 0.0;          // Σ collective intervals (they may overlap each other)
-  double exposed_s = 0.0;       // blocked on communication, nothing else to do
-  double progress_s = 0.0;      // polls in finish() outside the waits (layer_done's are backward's)
-  std::size_t collectives = 0;  // rings run when N > 1: one per bucket, and the agreement
-  double bytes = 0.0;           // gradient bytes reduced
-  // Payload bytes this rank sent in the step's rings (0 with MPI's own allreduce), and of
-  // them the bytes sent to another host (--collective hierarchical only; 0 otherwise).
-  double wire_bytes = 0.0, inter_host_bytes = 0.0;
-};
 
 // Adds a completed ring's sent bytes to the step's account.
 void add_wire_bytes(StepComm& account, const collectives::AsyncAllreduce& ring);

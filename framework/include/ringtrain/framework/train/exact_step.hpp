@@ -12,7 +12,7 @@
 //                      micro-batches and micro-batch j is the same m samples on whichever
 //                      rank holds it.
 //   2. one call        forward and backward run once on the rank's whole local batch, with
-//                      ctx.exact_micro_batch = m (data_parallel_step_exact.cpp). Results per
+//                      ctx.exact_micro_batch = m (ExactGradientSum::prepare). Results per
 //                      sample (y, dx) do not depend on the other rows of the call; every sum
 //                      over samples (dW, db, BatchNorm's statistics) is taken per micro-batch
 //                      inside the layers, from that micro-batch's rows alone, and each
@@ -99,6 +99,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -108,6 +109,8 @@
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/parameters.hpp"
 #include "ringtrain/framework/sequential.hpp"
+#include "ringtrain/framework/train/gradient_reducer.hpp"
+#include "ringtrain/framework/train/gradient_sum.hpp"
 #include "ringtrain/framework/train/trace.hpp"
 
 namespace ringtrain {
@@ -193,6 +196,54 @@ class ExactGradient {
   std::vector<float> saved_;         // their values while sum_into rounds the buffer
   Trace* trace_;                     // null: no spans
   std::size_t add_name_ = 0, bound_name_ = 0, sum_name_ = 0, loss_name_ = 0;
+};
+
+// --reduction exact as the step's way to sum (gradient_sum.hpp): the layers add each
+// micro-batch's gradient into an ExactGradient during backward, the loss is taken per
+// micro-batch, finish() sums over ranks and rounds once, and the whole buffer comes back for
+// the update (--zero 1: each bucket's shard, its all-gather after it, as GradientReducer does
+// with overlap off). The rounded total is the same on every rank, so every rank sees the same
+// (non-)finite gradient without another agreement.
+// Account: comm_s = exposed_s = the sum over ranks (and the all-gathers), 2 collectives (the
+// gradient's and the loss's exact allreduces) and the all-gathers'.
+class ExactGradientSum final : public GradientSum {
+ public:
+  // An ExactGradient of `model` in micro-batches of micro_batch samples, and a
+  // GradientReducer on `reducer`'s buckets for ZeRO-1's all-gathers (and the shard and the
+  // MPI lock). `trace` (may be null) receives the exact sum's spans and the step's pass
+  // ("exact: forward, loss, backward"). Collective.
+  ExactGradientSum(const collectives::Communicator& comm, Sequential& model,
+                   const ReducerOptions& reducer, std::size_t micro_batch, Trace* trace);
+
+  void begin_step(bool overlap, std::size_t global_samples) override;
+  void prepare(StepContext& ctx) override;
+  std::size_t loss_rows(std::size_t /*local_rows*/) const override { return micro_batch_; }
+  void add_loss(double loss_sum) override { exact_.add_loss(loss_sum); }
+  void layer_done(std::size_t /*layer*/) override {}
+  bool finish(bool local_ok) override;
+  std::optional<ShardPiece> next_summed() override;
+  // Rank 0 reports the exact loss and the other ranks 0, so the window's sum over ranks is
+  // exact.
+  double loss_share(double /*local_loss_sum*/) const override;
+  const StepComm& account() const override { return account_; }
+  const OptimizerShard& shard() const override { return reducer_.shard(); }
+  collectives::ErrorFeedback& feedback() override { return reducer_.feedback(); }
+  std::mutex& mpi_mutex() override { return reducer_.mpi_mutex(); }
+
+  const GradientReducer& reducer() const { return reducer_; }
+
+ private:
+  const collectives::Communicator& comm_;
+  std::span<float> grads_;
+  std::size_t micro_batch_;
+  GradientReducer reducer_;
+  ExactGradient exact_;
+  StepComm account_;
+  bool whole_ = false;      // the whole buffer goes back next
+  bool gathering_ = false;  // --zero 1: the reducer hands back the buckets' pieces
+  Trace* trace_;
+  std::size_t pass_name_ = 0;
+  double pass_start_s_ = 0.0;
 };
 
 }  // namespace ringtrain

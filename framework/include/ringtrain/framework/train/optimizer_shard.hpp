@@ -4,7 +4,7 @@
 //
 // Where it sits in a step: at GradientReducer::finish, once the ranks have agreed that the
 // step is applied (step_agreement.hpp), the optimizer runs on this rank's piece of each bucket
-// (update_in_pieces), in smaller update pieces so that rings in flight can be polled between
+// (piece_after), in smaller update pieces so that rings in flight can be polled between
 // them. The optimizer is elementwise, so updating by pieces gives bitwise the same parameters.
 // When updates run bucket by bucket rather than once for the whole buffer: updates_per_bucket
 // (gradient_reducer.hpp).
@@ -41,7 +41,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <span>
 #include <vector>
 
@@ -110,15 +109,10 @@ class OptimizerShard {
   bool sharded_ = false;
 };
 
-// update(offset, count, state_offset): apply the optimizer to elements [offset, offset+count)
-// of the flat buffers, which are elements [state_offset, state_offset+count) of the
-// optimizer's own range (state_offset = offset unless ZeRO-1 shards it).
-using UpdatePiece = std::function<void(std::size_t, std::size_t, std::size_t)>;
-
-// Calls update on `mine` in pieces of at most piece_elements (0 counts as 1), in order, and
-// between_pieces() after each one (if given). An empty `mine` makes no call.
-void update_in_pieces(const ShardPiece& mine, std::size_t piece_elements, const UpdatePiece& update,
-                      const std::function<void()>& between_pieces = {});
+// The piece of `mine` that follows its first `done` elements, at most piece_elements long (0
+// counts as 1): the pieces an update takes in turn, so that rings in flight are polled
+// between them. Its count is 0 once done >= mine.count.
+ShardPiece piece_after(const ShardPiece& mine, std::size_t done, std::size_t piece_elements);
 
 // ZeRO-1 updates the shard that a reduce-scatter leaves each rank, so with more than one rank
 // it needs an algorithm that runs the two halves apart: the ring or the hierarchical one, not

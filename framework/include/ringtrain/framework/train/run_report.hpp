@@ -14,8 +14,9 @@
 #include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/bucket_default.hpp"
+#include "ringtrain/framework/train/bucket_plan.hpp"
 #include "ringtrain/framework/train/config.hpp"
-#include "ringtrain/framework/train/gradient_reducer.hpp"
+#include "ringtrain/framework/train/gradient_sum.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
 
@@ -41,7 +42,8 @@ struct RunFacts {
   OptimizerStateBytes state_bytes;
   std::uint64_t total_steps = 0, steps_per_epoch = 0, eval_every = 0;
   std::size_t parameters = 0;
-  const GradientReducer* reducer = nullptr;
+  const ReducerOptions* reducer = nullptr;  // the gradient sum's options
+  const BucketPlan* buckets = nullptr;      // and its buckets
   collectives::BucketChoice bucket_choice;
   RingFit ring_fit;
   std::string run_dir;
