@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ringtrain/framework/blas.hpp"
-#include "ringtrain/framework/train/step_agreement.hpp"
+#include "train/sum/step_agreement.hpp"
 
 using ringtrain::ThreadPool;
 

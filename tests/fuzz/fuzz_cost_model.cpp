@@ -1,5 +1,5 @@
 // libFuzzer target: a --cost-model file (the JSON of `ringtrain bench allreduce --json`) from
-// untrusted bytes, through ring_fit_for_buckets (framework/src/train/bucket_default.cpp).
+// untrusted bytes, through ring_fit_for_buckets (framework/src/train/sum/bucket_default.cpp).
 // Every outcome but a ringtrain::UsageError or a normal return is a finding; a fit returned
 // must be usable (alpha >= 0, B > 0, both finite).
 #include <cmath>

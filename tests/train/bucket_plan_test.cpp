@@ -1,7 +1,7 @@
 // BucketPlan's pure logic (bucket_plan.hpp), exhaustively over small models and without MPI:
 // backward is simulated layer by layer, and after each layer exactly the buckets whose every
 // parameter has been written are ready, and they are the first ready_after(layer) buckets.
-#include "ringtrain/framework/train/bucket_plan.hpp"
+#include "train/sum/bucket_plan.hpp"
 
 #include <fmt/format.h>
 

@@ -7,7 +7,7 @@
 //     each bucket holds the sum, and after the all-gathers every rank holds every chunk;
 //   - one NaN on one rank, in any bucket, makes every rank skip the step;
 //   - the account counts one collective per ring run and the agreement (N > 1).
-#include "ringtrain/framework/train/bucket_rings.hpp"
+#include "train/sum/bucket_rings.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -16,9 +16,9 @@
 
 #include "mpi_test.hpp"
 #include "ringtrain/collectives/schedule.hpp"
-#include "ringtrain/framework/train/bucket_plan.hpp"
-#include "ringtrain/framework/train/ring_progress.hpp"
-#include "ringtrain/framework/train/step_agreement.hpp"
+#include "train/sum/bucket_plan.hpp"
+#include "train/sum/ring_progress.hpp"
+#include "train/sum/step_agreement.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::testing;

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <vector>
 
-#include "ringtrain/framework/train/gradient_reducer.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
-#include "ringtrain/framework/train/step_agreement.hpp"
+#include "train/sum/gradient_reducer.hpp"
+#include "train/sum/step_agreement.hpp"
 
 using namespace ringtrain;
 

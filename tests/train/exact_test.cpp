@@ -21,8 +21,8 @@
 #include "mpi_test.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
-#include "ringtrain/framework/train/exact_step.hpp"
 #include "ringtrain/models/registry.hpp"
+#include "train/sum/exact_step.hpp"
 #include "train_rig.hpp"
 
 using namespace ringtrain;

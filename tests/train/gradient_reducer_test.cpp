@@ -6,7 +6,7 @@
 //   - at N = 1 (no ring is ever in flight) and with the progress thread (which polls instead
 //     of the main thread), one call per bucket;
 //   - the bucket updated last, when no other ring is in flight, comes back in one piece.
-#include "ringtrain/framework/train/gradient_reducer.hpp"
+#include "train/sum/gradient_reducer.hpp"
 
 #include <fmt/format.h>
 

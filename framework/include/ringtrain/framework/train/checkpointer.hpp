@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -52,10 +53,11 @@
 #include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/train/modes.hpp"
-#include "ringtrain/framework/train/shard_transfer.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 
 namespace ringtrain {
+
+class ShardTransfer;  // shard_transfer.hpp: a save's shards on their way to rank 0
 
 // What a save did, the same on every rank except for `failure`'s text and blocked_s.
 struct SaveOutcome {
@@ -163,7 +165,7 @@ class Checkpointer {
   // kWriter: the messages of the save in flight, what its tree still lacks, and the writer's
   // wake-up (arrived_/abandoned_ under arrival_mutex_).
   ZeroGather gather_;
-  ShardTransfer transfer_;
+  std::unique_ptr<ShardTransfer> transfer_;
   DeferredState deferred_;
   std::mutex arrival_mutex_;
   std::condition_variable arrival_;

@@ -1,0 +1,280 @@
+// manifest.json and the start-up banner (run_report.hpp).
+#include "train/run/run_report.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "ringtrain/checkpoint/key.hpp"
+#include "ringtrain/checkpoint/version.hpp"
+#include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/train/evaluation.hpp"
+
+namespace ringtrain {
+namespace {
+
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string v(version, static_cast<std::size_t>(length));
+  return v.substr(0, v.find('\n'));
+}
+
+std::string bn_statistics(const RunFacts& f) {
+  if (f.sync_bn) return "global (SyncBatchNorm over all ranks)";
+  return f.world > 1 ? "per rank (local batch only)" : "global (one process)";
+}
+
+bool per_bucket_update(const RunFacts& f) {
+  return updates_per_bucket(*f.reducer);
+}
+
+// The format the gradient sum travels in, and what that does to the sum.
+std::string wire_convention(const RunFacts& f) {
+  const collectives::RingOptions& ring = f.reducer->ring;
+  if (ring.wire == collectives::Wire::kFp32) return "fp32";
+  const std::string where = ring.algorithm == collectives::Algorithm::kHierarchical
+                                ? " between hosts (sums within a host stay fp32)"
+                                : "";
+  return "bf16" + where +
+         ": each rank rounds what it sends to bf16 (nearest even) and adds what it receives in "
+         "fp32; every rank ends with the same bits; each rank's rounding losses are added to "
+         "its next gradient (error feedback), and parameters (ZeRO-1's all-gather) stay fp32";
+}
+
+nlohmann::json reduction_json(const RunFacts& f) {
+  const bool exact = f.reduction == Reduction::kExact;
+  nlohmann::json json = {
+      {"convention", to_string(f.reduction)},
+      {"scale", f.reduction == Reduction::kMeanOfMeans ? "1/(b_r*N)" : "1/B"},
+      {"samples_per_step", f.global_batch},
+      {"collective",
+       exact         ? "exact sum of integer words on an agreed grid (allreduce_grid), rounded once"
+       : f.world > 1 ? "sum"
+                     : "none (N = 1)"},
+      {"wire", wire_convention(f)},
+      {"description", describe(f.reduction)}};
+  if (exact) json["micro_batch"] = f.config->exact_micro_batch;
+  return json;
+}
+
+nlohmann::json buckets_json(const RunFacts& f) {
+  const BucketPlan& plan = *f.buckets;
+  nlohmann::json bytes = nlohmann::json::array(), ready = nlohmann::json::array();
+  for (std::size_t b = 0; b < plan.size(); ++b) {
+    bytes.push_back(plan.buckets()[b].elements * sizeof(float));
+    ready.push_back(plan.ready_layer(b));
+  }
+  const ReducerOptions& o = *f.reducer;
+  return {
+      {"cap_bytes", f.bucket_choice.cap_bytes},
+      {"cap_reason", f.bucket_choice.reason},
+      {"count", plan.size()},
+      {"bytes", bytes},
+      {"ready_after_layer", ready},
+      {"order", "backward (bucket 0 holds the last layer's gradients)"},
+      {"ring_fit",
+       {{"alpha_s", f.ring_fit.model.alpha_s},
+        {"bandwidth_Bps", f.ring_fit.model.bandwidth_Bps},
+        {"source", f.ring_fit.source}}},
+      {"overlap", name_of(f.config->overlap)},
+      {"progress", name_of(f.config->progress)},
+      {"segment_bytes", o.ring.segment_bytes},
+      {"segments_in_flight",
+       {{"overlapping", o.overlap_segments_in_flight}, {"blocking", o.ring.segments_in_flight}}},
+      {"update_per_bucket", per_bucket_update(f)}};
+}
+
+// What MLPerf asks a run to record besides the resolved configuration.
+void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
+  const TrainConfig& c = *f.config;
+  const bool regression = f.data.regression();
+  const Metric metric = metric_for(regression);
+  const std::string what =
+      regression ? fmt::format("mean squared error over the {} targets of every sample",
+                               f.data.num_targets)
+                 : std::string("top-1 accuracy");
+  const char* direction = metric.higher_better ? ">=" : "<=";
+  m["target"] = {{"metric", fmt::format("{} on the full test set of {} ({} samples)", what,
+                                        f.data.path, f.test_samples)},
+                 {"key", metric.key},
+                 {"reached_when", fmt::format("{} {} target", metric.key, direction)},
+                 {"value", c.target > 0 ? nlohmann::json(c.target) : nlohmann::json()}};
+  m["loss"] =
+      regression
+          ? "mse: per-sample loss (1/k) sum_k (y_hat_k - y_k)^2 (the mean over the sample's k "
+            "targets, as torch.nn.MSELoss), summed over the batch and scaled by the reduction's "
+            "scale: the loss printed is the batch's mean squared error"
+          : "cross-entropy: per-sample loss -log softmax(z)[y], summed over the batch and scaled "
+            "by the reduction's scale";
+  m["evaluation"] = {
+      {"every_steps", c.evaluate ? nlohmann::json(f.eval_every) : nlohmann::json()},
+      {"method", regression ? "test set split near-equally over ranks, squared errors summed "
+                              "in double in rank order"
+                            : "test set split near-equally over ranks, correct counts summed "
+                              "exactly"}};
+  m["stopping_rule"] =
+      c.target > 0 ? fmt::format("stop at the first evaluation with {} {} {}, else after {} steps",
+                                 metric.label, direction, c.target, f.total_steps)
+                   : fmt::format("stop after {} steps", f.total_steps);
+  m["data_order"] = fmt::format(
+      "epoch e visits the training set in the permutation of (seed {}, e) from a counter-based "
+      "generator, independent of the number of ranks; step s takes positions [s*B, (s+1)*B), "
+      "the last batch of an epoch may be short; rank r takes its slice of local batches",
+      c.seed);
+  m["batches"] = {{"global", f.global_batch}, {"local", f.local_batches}};
+  m["seed"] = c.seed;
+}
+
+// "  converted: train/x float64 rounded to float32 (to nearest), ..." for samples other than
+// float32 and uint8 and for float targets other than float32 (labels always become int32).
+std::string converted_arrays(const data::DataInfo& d) {
+  std::vector<std::string> parts;
+  for (const data::ArrayFacts& a : d.arrays)
+    if (!a.conversion.empty() && a.dtype != data::DType::kUint8 &&
+        (a.name.ends_with("x") || data::is_floating(a.dtype)))
+      parts.push_back(a.name + " " + a.conversion);
+  return parts.empty() ? std::string() : fmt::format("  converted: {}", fmt::join(parts, ", "));
+}
+
+// Where the samples came from and how they are stored.
+nlohmann::json data_json(const data::DataInfo& d) {
+  nlohmann::json arrays = nlohmann::json::array();
+  for (const data::ArrayFacts& a : d.arrays)
+    arrays.push_back({{"name", a.name},
+                      {"file", a.where},
+                      {"dtype", data::to_string(a.dtype)},
+                      {"shape", a.shape},
+                      {"mapped", a.mapped},
+                      {"conversion", a.conversion.empty() ? "none" : a.conversion},
+                      {"xxh3", fmt::format("{:016x}", a.xxh3)}});
+  return {{"path", d.path},
+          {"digest", d.digest},
+          {"layout", data::to_string(d.layout)},
+          {"sample_shape", d.sample_shape},
+          {"classes", d.num_classes},
+          {"targets", d.num_targets},
+          {"arrays", arrays}};
+}
+
+// The model: its layer list as built (spec), and each layer's output shape and parameters.
+nlohmann::json model_json(const TrainConfig& c, const Sequential& model) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (std::size_t i = 0; i < model.num_layers(); ++i)
+    layers.push_back({{"layer", fmt::format("layers.{}.{}", i, model.layer(i).kind())},
+                      {"output_shape", model.layer_output_shape(i)},
+                      {"parameters", model.layer_parameters(i)}});
+  return {{"name", c.model},
+          {"spec", model.spec()},
+          {"input_shape", model.input_shape()},
+          {"layers", layers}};
+}
+
+}  // namespace
+
+nlohmann::json make_manifest(const RunFacts& f) {
+  const TrainConfig& c = *f.config;
+  nlohmann::json m;
+  m["config"] = c.to_json();
+  m["world_size"] = f.world;
+  m["data"] = data_json(f.data);
+  m["local_batches"] = f.local_batches;
+  m["reduction"] = reduction_json(f);
+  m["batch_norm"] = {{"present", f.has_batch_norm}, {"statistics", bn_statistics(f)}};
+  m["blas_threads"] = f.blas_threads;
+  m["blas_kernels"] = blas::core_report();
+  m["gemm"] = blas::kernels_report();
+  m["cores_per_node"] = f.cores;
+  m["ranks_per_node"] = f.ranks_per_node;
+  if (f.hosts > 0) m["hosts"] = f.hosts;  // as the hierarchical allreduce groups the ranks
+  m["optimizer"] = f.optimizer;
+  m["optimizer_state"] = {
+      {"zero", c.zero},
+      {"bytes_per_rank", f.state_bytes.per_rank},
+      {"unsharded_bytes", f.state_bytes.unsharded},
+      {"layout", c.zero != 1 ? "every rank keeps the state of every parameter"
+                 : c.collective == CollectiveKind::kHierarchical
+                     ? "ZeRO-1: each rank keeps state for the shard of every gradient bucket "
+                       "that the hierarchical reduce-scatter leaves it (hierarchical_shard; "
+                       "an extra rank of a larger host: none)"
+                     : "ZeRO-1: rank r keeps state for chunk r of every gradient bucket "
+                       "(the ring's partition)"}};
+  m["learning_rate_schedule"] = c.describe_schedule(f.total_steps);
+  m["steps_per_epoch"] = f.steps_per_epoch;
+  m["total_steps"] = f.total_steps;
+  m["parameters"] = f.parameters;
+  if (f.model) m["model"] = model_json(c, *f.model);
+  add_time_to_target_facts(f, m);
+  m["versions"] = {
+      {"ringtrain", RINGTRAIN_VERSION},
+      {"source_revision", RINGTRAIN_SOURCE_REVISION},
+      {"compiler", fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
+      {"openblas", blas::config()},
+      {"mpi", mpi_library_version()}};
+  m["gradient_buckets"] = buckets_json(f);
+  // Whether checkpoints carry a MAC; never the key.
+  m["checkpoints"] = {{"format_version", checkpoint::kFormatVersion},
+                      {"signed", checkpoint::key_file_in_use(c.checkpoint_key).has_value()}};
+  return m;
+}
+
+std::vector<std::string> banner_lines(const RunFacts& f) {
+  const TrainConfig& c = *f.config;
+  std::vector<std::string> lines = {
+      fmt::format(
+          "ringtrain: {} on {} rank(s), {} BLAS thread(s) per rank ({} cores, {} ranks on this "
+          "node)",
+          c.model, f.world, f.blas_threads, f.cores, f.ranks_per_node),
+      "  " + blas::core_report(),
+      "  " + blas::kernels_report(),
+  };
+  if (const std::string warning = blas::kernels_warning(); !warning.empty())
+    lines.push_back("  " + warning);
+  lines.push_back(fmt::format(
+      "  data {} ({}): {} train / {} test samples of shape {}, {}{}", f.data.path,
+      to_string(f.data.layout), f.train_samples, f.test_samples, to_string(f.data.sample_shape),
+      f.data.regression()
+          ? fmt::format("{} float targets (regression, --loss mse)", f.data.num_targets)
+          : fmt::format("{} classes", f.data.num_classes),
+      !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""));
+  if (std::string line = converted_arrays(f.data); !line.empty()) lines.push_back(line);
+  lines.insert(lines.end(), {fmt::format("  global batch {} = local batches {}", f.global_batch,
+                                         fmt::join(f.local_batches, "+")),
+                             fmt::format("  reduction {}", describe(f.reduction))});
+  if (f.model) {
+    const std::string table = f.model->summary();
+    std::size_t begin = 0;
+    for (std::size_t end; (end = table.find('\n', begin)) != std::string::npos; begin = end + 1)
+      lines.push_back("    " + table.substr(begin, end - begin));
+  }
+  if (f.has_batch_norm) lines.push_back("  batch norm statistics: " + bn_statistics(f));
+  lines.push_back(
+      fmt::format("  optimizer {}, {}", f.optimizer, c.describe_schedule(f.total_steps)));
+  lines.push_back(fmt::format(
+      "  optimizer state: {} bytes per rank (--zero {}{}; unsharded {} bytes)",
+      fmt::join(f.state_bytes.per_rank, " / "), c.zero,
+      c.zero == 1 ? ": each rank its shard of every bucket" : "", f.state_bytes.unsharded));
+  if (f.world > 1)
+    lines.push_back(
+        fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
+                    f.buckets->size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason,
+                    name_of(c.overlap), name_of(c.progress),
+                    per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
+  lines.push_back(
+      fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
+                  f.total_steps, f.steps_per_epoch, f.eval_every, f.run_dir));
+  return lines;
+}
+
+void warn_if_wrong_reduction(Reduction reduction) {
+  if (reduction != Reduction::kMeanOfMeans) return;
+  std::fprintf(
+      stderr,
+      "ringtrain: WARNING: --reduction mean-of-means divides by the number of ranks, "
+      "not by the samples: with unequal local batches the update is not the global "
+      "batch's gradient (1 sample with mean gradient 2 and 3 with mean 6 give 4, not 5)\n");
+}
+
+}  // namespace ringtrain
