@@ -20,7 +20,7 @@
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/random.hpp"
-#include "ringtrain/framework/train/config.hpp"
+#include "ringtrain/framework/size_list.hpp"
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/options.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
 #include "ringtrain/framework/train/state_values.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 
@@ -50,7 +51,8 @@ models::ModelSpec spec_of(const nlohmann::json& json, const TrainConfig& config,
         "its layer list is not in the file (resume that run for a few steps to get one that "
         "holds it)",
         file, config.model));
-  return models::model_spec(config);
+  const ModelOptions defaults;
+  return models::model_spec(config.model, model_options(config, defaults.input, defaults.classes));
 }
 
 std::optional<Shape> shape_of(const nlohmann::json& json, const char* key,

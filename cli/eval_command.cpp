@@ -33,14 +33,15 @@
 #include "eval_checkpoint.hpp"
 #include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/collectives/communicator.hpp"
-#include "ringtrain/collectives/small.hpp"
 #include "ringtrain/files/output.hpp"
+#include "ringtrain/framework/agreed.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/data/holdout.hpp"
 #include "ringtrain/framework/data/npy.hpp"
 #include "ringtrain/framework/data/split_data.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
 
 namespace ringtrain::cli {
 namespace {
@@ -54,30 +55,6 @@ struct EvalArgs {
   std::string split = "test";
   std::string outputs = "auto";
 };
-
-// Runs `work` on every rank; if it threw anywhere, every rank throws `Failure`, rank 0 (the one
-// that prints) with the message of the lowest rank that failed, so no rank waits in a
-// collective for one that gave up and the reason is never lost.
-template <typename Failure, typename Work>
-void agreed(const collectives::Communicator& comm, Work&& work) {
-  std::string message;
-  try {
-    work();
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  double failed[1] = {message.empty() ? 0.0 : 1.0};
-  if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(failed));
-  if (failed[0] == 0.0) return;
-  if (comm.size() > 1) {
-    for (const std::string& text : collectives::gather_text(comm, message))
-      if (!text.empty()) {
-        if (comm.rank() == 0) message = text;
-        break;
-      }
-  }
-  throw Failure(message.empty() ? "eval failed on another rank" : message);
-}
 
 // The model's outputs per sample, and whether they are regression values, from the file
 // (or, in files written before they were stored, from labelled data).
@@ -134,11 +111,9 @@ Outputs parse_outputs(const std::string& text, bool regression) {
   return text == "classes" ? Outputs::kClasses : Outputs::kProbabilities;
 }
 
-// BLAS threads and kernels as the run that wrote the checkpoint chose them.
+// BLAS threads and kernels as the run that wrote the checkpoint chose them (run_plan.hpp).
 void use_run_threads(const collectives::Communicator& comm, const TrainConfig& config) {
-  blas::set_threads(config.blas_threads > 0 ? config.blas_threads
-                                            : std::max(1, blas::available_cores() /
-                                                              std::max(1, comm.ranks_per_node())));
+  blas::set_threads(blas_threads(config, world_facts(comm)));
   blas::set_kernels(blas::resolve_kernels(name_of(config.gemm)));
 }
 
@@ -266,12 +241,12 @@ int run_eval(const EvalArgs& args) {
   collectives::Communicator comm;
   const bool leader = comm.rank() == 0;
   Loaded l;
-  agreed<UsageError>(comm, [&] { l = load(args, leader); });
+  agreed<UsageError, std::exception>(comm, [&] { l = load(args, leader); });
   use_run_threads(comm, l.run.config);
   const data::Dataset& samples = l.split.data;
   std::vector<float> outputs(samples.size() * l.outputs.width);
   const Evaluation e = evaluate(comm, *l.model, samples, l.run.config.seed, outputs);
-  agreed<AgreedError>(comm, [&] {
+  agreed<AgreedError, std::exception>(comm, [&] {
     if (leader && !args.predictions.empty())
       files::write_file_atomically(args.predictions,
                                    prediction_bytes(outputs, l.outputs.width, l.kind, l.split),

@@ -9,7 +9,7 @@
 #include "commands.hpp"
 #include "ringtrain/framework/data/user_data.hpp"
 #include "ringtrain/framework/error.hpp"
-#include "ringtrain/framework/train/config.hpp"
+#include "ringtrain/framework/size_list.hpp"
 #include "ringtrain/models/registry.hpp"
 
 namespace ringtrain::cli {

@@ -9,9 +9,10 @@
 
 #include "commands.hpp"
 #include "ringtrain/collectives/communicator.hpp"
-#include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/agreed.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/options.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
 #include "ringtrain/framework/train/trainer.hpp"
 #include "ringtrain/models/registry.hpp"
 
@@ -57,19 +58,11 @@ void add_option(CLI::App& train, const TrainOption& option,
 // ranks with exit 2 instead of leaving the others in a collective. Collective.
 models::ModelSpec agreed_model_spec(const collectives::Communicator& comm,
                                     const TrainConfig& config) {
-  models::ModelSpec spec;
-  std::string message;
-  try {
-    spec = models::model_spec(config);
-  } catch (const UsageError& e) {
-    message = e.what();
-  }
-  double failed[1] = {message.empty() ? 0.0 : 1.0};
-  if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(failed));
-  if (failed[0] > 0.0)
-    throw UsageError(message.empty() ? "--model " + config.model + ": refused on another rank"
-                                     : message);
-  return spec;
+  const ModelOptions defaults;  // the spec does not depend on the data's shapes
+  return agreed<UsageError, UsageError>(comm, [&] {
+    return models::model_spec(config.model,
+                              model_options(config, defaults.input, defaults.classes));
+  });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/data_parallel_step.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
 #include "ringtrain/models/registry.hpp"
 
 using namespace ringtrain;
@@ -27,38 +28,35 @@ namespace {
 int train_loop(int argc, char** argv) {
   const collectives::Communicator comm;
   const bool leader = comm.rank() == 0;
-  const std::uint64_t steps = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200;
+  TrainConfig settings;  // ringtrain train's defaults: batch 128, SGD lr 0.05, seed 0
+  settings.steps = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200;
   const std::string run_dir = argc > 2 ? argv[2] : "runs/train_loop";
-  const TrainConfig settings;  // ringtrain train's defaults: batch 128, SGD lr 0.05, seed 0
-  const std::uint64_t seed = settings.seed;
-
-  // One BLAS thread per core of this rank's share of the node.
-  blas::set_threads(std::max(1, blas::available_cores() / comm.ranks_per_node()));
-  blas::set_kernels(blas::resolve_kernels("auto"));
+  const std::uint64_t steps = settings.steps, seed = settings.seed;
 
   // 1. Data: Fashion-MNIST from the Debian package; every rank holds all of it.
   const data::Dataset train =
       data::load_fashion_mnist(data::default_data_dir(), data::Split::kTrain);
   const data::Dataset test = data::load_fashion_mnist(data::default_data_dir(), data::Split::kTest);
 
-  // 2. The model: initialized from the seed, then rank 0's parameters on every rank.
-  auto model = models::make_model("mlp");
-  const auto local_batches =
-      data::near_equal_split(settings.global_batch, static_cast<std::size_t>(comm.size()));
-  const std::size_t max_local = *std::max_element(local_batches.begin(), local_batches.end());
-  model->plan(models::input_shape(), std::max(max_local, kEvalChunk));
+  // 2. The plan, as ringtrain train makes it: one BLAS thread per core of this rank's share
+  //    of the node, each rank's local batch, the model's options (run_plan.hpp).
+  const WorldFacts world = world_facts(comm);
+  const RunPlan plan =
+      plan_run(settings, {train.sample_shape, train.outputs(), train.size()}, world);
+  blas::set_threads(plan.blas_threads);
+  blas::set_kernels(blas::resolve_kernels("auto"));
+
+  // 3. The model: initialized from the seed, then rank 0's parameters on every rank.
+  auto model = models::make_model("mlp", plan.model);
+  model->plan(train.sample_shape, plan.model_rows);
   model->initialize(seed);
   collectives::broadcast(comm, model->parameters().values(), 0);
 
-  // 3. The step: this rank's slice of each global batch, forward, loss scaled by 1/B,
+  // 4. The step: this rank's slice of each global batch, forward, loss scaled by 1/B,
   //    backward with gradient buckets summed by the ring, the same SGD update everywhere.
-  StepPlan plan;
-  plan.local_batches = local_batches;
-  plan.schedule = settings.schedule_config(steps);
-  plan.seed = seed;
-  const OptimizerConfig sgd = settings.optimizer_config();
+  const StepSetup setup = plan_step(settings, plan, world, *model);
   StepProbe unwatched;  // nothing times, traces or watches this loop's steps
-  DataParallelStep step(comm, *model, train, plan, ReducerOptions{}, sgd, unwatched);
+  DataParallelStep step(comm, *model, train, setup.step, setup.reducer, plan.optimizer, unwatched);
 
   data::GlobalSampler sampler(seed, train.size(), settings.global_batch);
   double window_loss = 0.0, window_samples = 0.0;
@@ -74,11 +72,11 @@ int train_loop(int argc, char** argv) {
     }
   }
 
-  // 4. Evaluation: the test set split over ranks, correct counts summed exactly.
+  // 5. Evaluation: the test set split over ranks, correct counts summed exactly.
   const Evaluation result = evaluate(comm, *model, test, seed);
   if (leader) std::printf("test accuracy %.4f\n", result.accuracy);
 
-  // 5. A checkpoint of the whole training state, committed atomically by rank 0.
+  // 6. A checkpoint of the whole training state, committed atomically by rank 0.
   TrainingProgress progress;
   progress.step = steps;
   progress.samples_seen = steps * settings.global_batch;

@@ -20,16 +20,6 @@ std::optional<ModelSpec> builtin_spec(const std::string& name) {
   return std::nullopt;
 }
 
-ModelOptions options_of(const TrainConfig& config, const Shape& input, std::size_t classes) {
-  ModelOptions options;
-  options.mlp_hidden = parse_size_list(config.mlp_hidden, "--mlp-hidden");
-  options.dropout = config.dropout;
-  options.conv_algorithm = config.conv_algorithm;
-  options.input = input;
-  options.classes = classes;
-  return options;
-}
-
 }  // namespace
 
 const std::vector<std::string>& model_names() {
@@ -62,24 +52,9 @@ ModelSpec model_spec(const std::string& model, const ModelOptions& options) {
   return with_dropout(std::move(*spec), options.dropout);
 }
 
-ModelSpec model_spec(const TrainConfig& config) {
-  const ModelOptions defaults;
-  return model_spec(config.model, options_of(config, defaults.input, defaults.classes));
-}
-
 std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options) {
   return build_model(model_spec(name, options), options.input, options.classes,
                      options.conv_algorithm);
-}
-
-std::unique_ptr<Sequential> make_model(const TrainConfig& config) {
-  const ModelOptions fashion_mnist;
-  return make_model(config, fashion_mnist.input, fashion_mnist.classes);
-}
-
-std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& input,
-                                       std::size_t classes) {
-  return make_model(config.model, options_of(config, input, classes));
 }
 
 Shape input_shape() {

@@ -32,7 +32,8 @@ std::vector<float> train(TrainConfig config, MPI_Comm comm_handle, const std::fi
   if (model) {
     trainer = std::make_unique<Trainer>(config, std::move(model), models::input_shape(), comm);
   } else {
-    const models::ModelSpec spec = models::model_spec(config);
+    const models::ModelSpec spec =
+        models::model_spec(config.model, model_options(config, models::input_shape(), 10));
     trainer = std::make_unique<Trainer>(
         config,
         [spec, algorithm = config.conv_algorithm](const data::DataInfo& data) {

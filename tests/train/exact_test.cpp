@@ -152,7 +152,7 @@ void check_bitwise(const Case& c, OptimizerKind optimizer) {
   const Finished reference = train_and_read(config, MPI_COMM_SELF);
   REQUIRE(all_ranks(!reference.model.empty() && !reference.optimizer.empty()));
   // With BatchNorm, /model holds the running statistics: compared below with the rest.
-  const bool batch_norm = models::make_model(config)->has_batch_norm();
+  const bool batch_norm = model_of(config)->has_batch_norm();
   REQUIRE(all_ranks(!batch_norm || std::any_of(reference.model.begin(), reference.model.end(),
                                                [](const auto& array) {
                                                  return array.first.find("running_var") !=
@@ -198,7 +198,7 @@ TEST_CASE("exact, AdamW: N ranks, even and uneven splits, train bitwise what one
 // The cnn case covers both convolution algorithms: its second convolution runs Winograd.
 TEST_CASE("exact cnn: the test model has an im2col and a Winograd convolution", "[cnn]") {
   const TrainConfig config = exact_config(cnn_case(), OptimizerKind::kSgd);
-  const std::unique_ptr<Sequential> model = models::make_model(config);
+  const std::unique_ptr<Sequential> model = model_of(config);
   model->plan(models::input_shape(), config.exact_micro_batch);
   const auto* first = dynamic_cast<const Conv2d*>(&model->layer(0));
   const auto* second = dynamic_cast<const Conv2d*>(&model->layer(3));

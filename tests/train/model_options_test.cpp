@@ -11,6 +11,7 @@
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
 #include "ringtrain/framework/train/options.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
 #include "ringtrain/models/registry.hpp"
 
 using namespace ringtrain;
@@ -20,7 +21,7 @@ namespace {
 
 // Algorithm names of the model's Conv2d layers, in order, joined by spaces.
 std::string conv_algorithms(const TrainConfig& config) {
-  auto model = models::make_model(config);
+  auto model = models::make_model(config.model, model_options(config, models::input_shape(), 10));
   std::string names;
   for (std::size_t i = 0; i < model->num_layers(); ++i)
     if (auto* conv = dynamic_cast<const Conv2d*>(&model->layer(i))) {

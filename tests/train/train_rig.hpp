@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ringtrain/collectives/communicator.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
 #include "ringtrain/framework/train/trainer.hpp"
 #include "ringtrain/models/registry.hpp"
 
@@ -34,6 +35,14 @@ inline TrainConfig small_config(const std::string& model, std::uint64_t steps,
   return c;
 }
 
+// The model `config` names (--model, --mlp-hidden, --dropout, --conv-algorithm), for samples
+// of `input` shape and `outputs` classes (Fashion-MNIST's by default).
+inline std::unique_ptr<Sequential> model_of(const TrainConfig& config,
+                                            const Shape& input = models::input_shape(),
+                                            std::size_t outputs = 10) {
+  return models::make_model(config.model, model_options(config, input, outputs));
+}
+
 struct RunOutput {
   std::vector<float> parameters;
   std::vector<float> buffers;
@@ -49,7 +58,7 @@ inline RunOutput train_on(TrainConfig config, MPI_Comm comm_handle,
   const std::filesystem::path dir = mkdtemp(pattern);
   config.run_dir = (dir / "run").string();
   collectives::Communicator comm(comm_handle);
-  Trainer trainer(config, models::make_model(config), models::input_shape(), comm);
+  Trainer trainer(config, model_of(config), models::input_shape(), comm);
   RunOutput out;
   out.results = trainer.run();
   auto p = trainer.model().parameters().values();

@@ -45,9 +45,7 @@ RunOutput train_data(TrainConfig config, const std::filesystem::path& data,
   collectives::Communicator comm(MPI_COMM_WORLD);
   Trainer trainer(
       config,
-      [&config](const data::DataInfo& d) {
-        return models::make_model(config, d.sample_shape, d.outputs());
-      },
+      [&config](const data::DataInfo& d) { return model_of(config, d.sample_shape, d.outputs()); },
       comm);
   RunOutput out;
   out.results = trainer.run();

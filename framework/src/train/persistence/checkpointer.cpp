@@ -11,6 +11,7 @@
 #include "ringtrain/checkpoint/contained.hpp"
 #include "ringtrain/checkpoint/error.hpp"
 #include "ringtrain/collectives/small.hpp"
+#include "ringtrain/framework/agreed.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/experiment.hpp"
 #include "ringtrain/framework/train/state_values.hpp"
@@ -18,17 +19,6 @@
 #include "train/persistence/shard_transfer.hpp"
 
 namespace ringtrain {
-namespace {
-
-// True on every rank iff `ok` on every rank (one small allreduce).
-bool all_agree(const collectives::Communicator& comm, bool ok) {
-  double failures[1] = {ok ? 0.0 : 1.0};
-  collectives::allreduce_sum(comm, std::span<double>(failures));
-  return failures[0] == 0.0;
-}
-
-}  // namespace
-
 Checkpointer::Checkpointer(const collectives::Communicator& comm, std::filesystem::path dir,
                            std::size_t keep, std::string config_json,
                            const std::filesystem::path& key_file, ZeroGather gather)
@@ -44,9 +34,7 @@ Checkpointer::Checkpointer(const collectives::Communicator& comm, std::filesyste
   } catch (const checkpoint::CheckpointError& e) {
     error = e.what();
   }
-  if (!all_agree(comm_, error.empty()))
-    throw AgreedError(error.empty() ? "the checkpoint key failed to load on another rank"
-                                    : "cannot use the checkpoint key: " + error);
+  fail_together<AgreedError>(comm_, error.empty() ? "" : "cannot use the checkpoint key: " + error);
 }
 
 const checkpoint::MacKey* Checkpointer::key() const {
@@ -307,13 +295,9 @@ std::optional<std::filesystem::path> Checkpointer::resume(
   } catch (const std::exception& e) {
     error = e.what();
   }
-  double failed[2] = {error.empty() ? 0.0 : 1.0, usage ? 1.0 : 0.0};
-  collectives::allreduce_sum(comm_, std::span<double>(failed));
-  if (failed[1] > 0.0)
-    throw UsageError(usage ? error : "resume refused on another rank (see its message)");
-  if (failed[0] > 0.0)
-    throw AgreedError(error.empty() ? "resume failed on another rank (see its message)"
-                                    : "cannot resume: " + error);
+  // What the user must fix (exit 2 on every rank) before what failed (exit 1).
+  fail_together<UsageError>(comm_, usage ? error : "");
+  fail_together<AgreedError>(comm_, error.empty() ? "" : "cannot resume: " + error);
   // All ranks must continue from the same step (or all start fresh: step 0 = none found).
   const std::uint64_t step = loaded ? loaded->header.step + 1 : 0;  // +1: step 0 is a real step
   std::uint64_t lo = 0, hi = 0;
@@ -351,9 +335,7 @@ std::optional<std::filesystem::path> Checkpointer::resume(
         error = e.what();
       }
     }
-    if (!all_agree(comm_, error.empty()))
-      throw AgreedError(error.empty() ? "resume failed on rank 0 (see its message)"
-                                      : "cannot resume: " + error);
+    fail_together<AgreedError>(comm_, error.empty() ? "" : "cannot resume: " + error);
   }
   return loaded->path;
 }

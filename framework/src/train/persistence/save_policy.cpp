@@ -28,10 +28,27 @@ class WatchedPhase {
   Watchdog& watchdog_;
 };
 
-checkpoint::SaveSchedule make_schedule(const SavePolicyOptions& options, std::uint64_t start_step) {
+// --node-mtbf: the job's MTBF over the hosts this run spans, printed and recorded; else
+// --mtbf. Collective with --node-mtbf.
+double job_mtbf_s(const collectives::Communicator& comm, const SavePolicyOptions& options,
+                  std::uint64_t step, RunDirectory* run_dir,
+                  const std::function<void(const std::string&)>& say) {
+  if (options.node_mtbf_s <= 0) return options.mtbf_s;
+  const JobMtbf job = job_mtbf(comm, options.node_mtbf_s);
+  say(fmt::format("job MTBF mu = node MTBF {:.6g} s / {} host{} = {:.6g} s", job.node_mtbf_s,
+                  job.hosts, job.hosts == 1 ? "" : "s", job.mtbf_s));
+  if (run_dir)
+    run_dir->append_metrics(
+        {{"step", step},
+         {"job_mtbf",
+          {{"node_mtbf_s", job.node_mtbf_s}, {"hosts", job.hosts}, {"mtbf_s", job.mtbf_s}}}});
+  return job.mtbf_s;
+}
+
+checkpoint::SaveSchedule make_schedule(const SavePolicyOptions& options, std::uint64_t start_step,
+                                       double mtbf_s) {
   if (options.every == "auto")
-    return checkpoint::SaveSchedule::young_daly(options.mtbf_s, start_step,
-                                                options.first_auto_save_steps);
+    return checkpoint::SaveSchedule::young_daly(mtbf_s, start_step, options.first_auto_save_steps);
   return checkpoint::SaveSchedule::every(
       parse_size_list(options.every, "--checkpoint-every").at(0));
 }
@@ -56,7 +73,8 @@ SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& chec
       checkpointer_(checkpointer),
       auto_(options.every == "auto"),
       async_(options.async),
-      schedule_(make_schedule(options, start_step)),
+      schedule_(
+          make_schedule(options, start_step, job_mtbf_s(comm, options, start_step, run_dir, say))),
       faults_(faults),
       watchdog_(watchdog),
       trace_(trace),

@@ -36,19 +36,12 @@
 #include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/fault_injector.hpp"
 #include "ringtrain/framework/train/run_directory.hpp"
+#include "ringtrain/framework/train/save_options.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
 #include "train/run/trace.hpp"
 #include "train/safety/watchdog.hpp"
 
 namespace ringtrain {
-
-struct SavePolicyOptions {
-  std::string every = "0";  // --checkpoint-every: K, "auto", or "0" (at the end only)
-  double mtbf_s = 0.0;      // --mtbf, for auto
-  std::uint64_t first_auto_save_steps = 50;  // auto: the first, measured save after this many
-  std::size_t max_failed_saves = 3;  // --max-failed-saves: periodic failures in a row tolerated
-  bool async = false;  // --checkpoint-async: periodic saves persist on a writer thread
-};
 
 // The job's MTBF from one host's (--node-mtbf). A job on H hosts stops when any host fails;
 // with independent, exponentially distributed failures the first of H comes after
@@ -64,7 +57,8 @@ JobMtbf job_mtbf(const collectives::Communicator& comm, double node_mtbf_s);
 class SavePolicy {
  public:
   // run_dir: rank 0's run directory (null on other ranks). trace may be null. start_step:
-  // the step this attempt starts at (after a resume). say: prints on rank 0.
+  // the step this attempt starts at (after a resume). say: prints on rank 0. Collective with
+  // options.node_mtbf_s (job_mtbf; the figures are printed and recorded).
   SavePolicy(const collectives::Communicator& comm, Checkpointer& checkpointer,
              const SavePolicyOptions& options, std::uint64_t start_step,
              const FaultInjector& faults, Watchdog& watchdog, Trace* trace, RunDirectory* run_dir,

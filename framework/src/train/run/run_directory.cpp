@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <sstream>
 
 #include "ringtrain/files/error.hpp"
@@ -83,6 +84,13 @@ void refuse_unsigned_resume(const std::filesystem::path& run_dir, bool signs) {
                      ": the run was signed (its manifest says checkpoints_signed) and this "
                      "launch has no key: resume with the key it was signed with "
                      "(--checkpoint-key FILE or RINGTRAIN_CHECKPOINT_KEY_FILE)");
+}
+
+std::string default_run_dir(const std::string& model) {
+  const std::time_t t = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/" + std::filesystem::path(model).stem().string() + "-" + stamp;
 }
 
 }  // namespace ringtrain

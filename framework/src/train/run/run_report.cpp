@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "ringtrain/checkpoint/key.hpp"
 #include "ringtrain/checkpoint/version.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
+#include "ringtrain/framework/train/trainer.hpp"
 
 namespace ringtrain {
 namespace {
@@ -23,17 +25,17 @@ std::string mpi_library_version() {
 }
 
 std::string bn_statistics(const RunFacts& f) {
-  if (f.sync_bn) return "global (SyncBatchNorm over all ranks)";
-  return f.world > 1 ? "per rank (local batch only)" : "global (one process)";
+  if (f.setup->step.sync_bn) return "global (SyncBatchNorm over all ranks)";
+  return f.world.size > 1 ? "per rank (local batch only)" : "global (one process)";
 }
 
 bool per_bucket_update(const RunFacts& f) {
-  return updates_per_bucket(*f.reducer);
+  return updates_per_bucket(f.setup->reducer);
 }
 
 // The format the gradient sum travels in, and what that does to the sum.
 std::string wire_convention(const RunFacts& f) {
-  const collectives::RingOptions& ring = f.reducer->ring;
+  const collectives::RingOptions& ring = f.setup->reducer.ring;
   if (ring.wire == collectives::Wire::kFp32) return "fp32";
   const std::string where = ring.algorithm == collectives::Algorithm::kHierarchical
                                 ? " between hosts (sums within a host stay fp32)"
@@ -45,17 +47,17 @@ std::string wire_convention(const RunFacts& f) {
 }
 
 nlohmann::json reduction_json(const RunFacts& f) {
-  const bool exact = f.reduction == Reduction::kExact;
+  const bool exact = f.config->reduction == Reduction::kExact;
   nlohmann::json json = {
-      {"convention", to_string(f.reduction)},
-      {"scale", f.reduction == Reduction::kMeanOfMeans ? "1/(b_r*N)" : "1/B"},
-      {"samples_per_step", f.global_batch},
+      {"convention", to_string(f.config->reduction)},
+      {"scale", f.config->reduction == Reduction::kMeanOfMeans ? "1/(b_r*N)" : "1/B"},
+      {"samples_per_step", f.run->global_batch},
       {"collective",
-       exact         ? "exact sum of integer words on an agreed grid (allreduce_grid), rounded once"
-       : f.world > 1 ? "sum"
-                     : "none (N = 1)"},
+       exact ? "exact sum of integer words on an agreed grid (allreduce_grid), rounded once"
+       : f.world.size > 1 ? "sum"
+                          : "none (N = 1)"},
       {"wire", wire_convention(f)},
-      {"description", describe(f.reduction)}};
+      {"description", describe(f.config->reduction)}};
   if (exact) json["micro_batch"] = f.config->exact_micro_batch;
   return json;
 }
@@ -67,18 +69,18 @@ nlohmann::json buckets_json(const RunFacts& f) {
     bytes.push_back(plan.buckets()[b].elements * sizeof(float));
     ready.push_back(plan.ready_layer(b));
   }
-  const ReducerOptions& o = *f.reducer;
+  const ReducerOptions& o = f.setup->reducer;
   return {
-      {"cap_bytes", f.bucket_choice.cap_bytes},
-      {"cap_reason", f.bucket_choice.reason},
+      {"cap_bytes", f.setup->bucket_choice.cap_bytes},
+      {"cap_reason", f.setup->bucket_choice.reason},
       {"count", plan.size()},
       {"bytes", bytes},
       {"ready_after_layer", ready},
       {"order", "backward (bucket 0 holds the last layer's gradients)"},
       {"ring_fit",
-       {{"alpha_s", f.ring_fit.model.alpha_s},
-        {"bandwidth_Bps", f.ring_fit.model.bandwidth_Bps},
-        {"source", f.ring_fit.source}}},
+       {{"alpha_s", f.setup->ring_fit.model.alpha_s},
+        {"bandwidth_Bps", f.setup->ring_fit.model.bandwidth_Bps},
+        {"source", f.setup->ring_fit.source}}},
       {"overlap", name_of(f.config->overlap)},
       {"progress", name_of(f.config->progress)},
       {"segment_bytes", o.ring.segment_bytes},
@@ -110,21 +112,21 @@ void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
           : "cross-entropy: per-sample loss -log softmax(z)[y], summed over the batch and scaled "
             "by the reduction's scale";
   m["evaluation"] = {
-      {"every_steps", c.evaluate ? nlohmann::json(f.eval_every) : nlohmann::json()},
+      {"every_steps", c.evaluate ? nlohmann::json(f.run->eval_every) : nlohmann::json()},
       {"method", regression ? "test set split near-equally over ranks, squared errors summed "
                               "in double in rank order"
                             : "test set split near-equally over ranks, correct counts summed "
                               "exactly"}};
   m["stopping_rule"] =
       c.target > 0 ? fmt::format("stop at the first evaluation with {} {} {}, else after {} steps",
-                                 metric.label, direction, c.target, f.total_steps)
-                   : fmt::format("stop after {} steps", f.total_steps);
+                                 metric.label, direction, c.target, f.run->total_steps)
+                   : fmt::format("stop after {} steps", f.run->total_steps);
   m["data_order"] = fmt::format(
       "epoch e visits the training set in the permutation of (seed {}, e) from a counter-based "
       "generator, independent of the number of ranks; step s takes positions [s*B, (s+1)*B), "
       "the last batch of an epoch may be short; rank r takes its slice of local batches",
       c.seed);
-  m["batches"] = {{"global", f.global_batch}, {"local", f.local_batches}};
+  m["batches"] = {{"global", f.run->global_batch}, {"local", f.run->local_batches}};
   m["seed"] = c.seed;
 }
 
@@ -178,16 +180,16 @@ nlohmann::json make_manifest(const RunFacts& f) {
   const TrainConfig& c = *f.config;
   nlohmann::json m;
   m["config"] = c.to_json();
-  m["world_size"] = f.world;
+  m["world_size"] = f.world.size;
   m["data"] = data_json(f.data);
-  m["local_batches"] = f.local_batches;
+  m["local_batches"] = f.run->local_batches;
   m["reduction"] = reduction_json(f);
-  m["batch_norm"] = {{"present", f.has_batch_norm}, {"statistics", bn_statistics(f)}};
-  m["blas_threads"] = f.blas_threads;
+  m["batch_norm"] = {{"present", f.model->has_batch_norm()}, {"statistics", bn_statistics(f)}};
+  m["blas_threads"] = f.run->blas_threads;
   m["blas_kernels"] = blas::core_report();
   m["gemm"] = blas::kernels_report();
-  m["cores_per_node"] = f.cores;
-  m["ranks_per_node"] = f.ranks_per_node;
+  m["cores_per_node"] = f.world.cores;
+  m["ranks_per_node"] = f.world.ranks_per_node;
   if (f.hosts > 0) m["hosts"] = f.hosts;  // as the hierarchical allreduce groups the ranks
   m["optimizer"] = f.optimizer;
   m["optimizer_state"] = {
@@ -201,10 +203,10 @@ nlohmann::json make_manifest(const RunFacts& f) {
                        "an extra rank of a larger host: none)"
                      : "ZeRO-1: rank r keeps state for chunk r of every gradient bucket "
                        "(the ring's partition)"}};
-  m["learning_rate_schedule"] = c.describe_schedule(f.total_steps);
-  m["steps_per_epoch"] = f.steps_per_epoch;
-  m["total_steps"] = f.total_steps;
-  m["parameters"] = f.parameters;
+  m["learning_rate_schedule"] = c.describe_schedule(f.run->total_steps);
+  m["steps_per_epoch"] = f.run->steps_per_epoch;
+  m["total_steps"] = f.run->total_steps;
+  m["parameters"] = f.model->parameters().num_elements();
   if (f.model) m["model"] = model_json(c, *f.model);
   add_time_to_target_facts(f, m);
   m["versions"] = {
@@ -220,13 +222,62 @@ nlohmann::json make_manifest(const RunFacts& f) {
   return m;
 }
 
+nlohmann::json checkpoint_config(const RunFacts& f) {
+  nlohmann::json json = f.config->to_json();
+  if (!f.model->spec().empty()) json["model_spec"] = f.model->spec();
+  json["sample_shape"] = f.data.sample_shape;
+  // The loss as resolved for the data (never "auto"): eval and a resume read it back.
+  json["loss"] = name_of(f.data.regression() ? LossChoice::kMse : LossChoice::kCrossEntropy);
+  if (f.data.regression())
+    json["targets"] = f.data.num_targets;
+  else
+    json["classes"] = f.data.num_classes;
+  json["data_digest"] = f.data.digest;
+  json["data_path"] = f.data.path;
+  return json;
+}
+
+nlohmann::json TrainResults::to_json() const {
+  const std::string key = metric_for(regression).key;  // "test_accuracy" or "test_mse"
+  return {
+      {"steps", steps},
+      {"metric", key},
+      {"final_" + key, final_test_metric},
+      // +inf (no evaluation yet on regression data) is written as null
+      {"best_" + key,
+       std::isfinite(best_test_metric) ? nlohmann::json(best_test_metric) : nlohmann::json()},
+      {"target_reached", target_reached},
+      {"steps_to_target", target_reached ? nlohmann::json(steps_to_target) : nlohmann::json()},
+      {"time_to_target_s", target_reached ? nlohmann::json(time_to_target_s) : nlohmann::json()},
+      {"mean_step_s", mean_step_s},
+      {"samples_per_s", samples_per_s},
+      {"wall_s", wall_s},
+      {"skipped_steps", skipped_steps}};
+}
+
+void close_results(TrainResults& r, const TrainingProgress& progress, std::size_t global_batch,
+                   double wall_s) {
+  r.skipped_steps = progress.skipped_steps;
+  r.wall_s = wall_s;
+  r.mean_step_s = progress.step > 0 ? progress.useful_compute_s / double(progress.step) : 0.0;
+  r.samples_per_s = r.mean_step_s > 0 ? double(global_batch) / r.mean_step_s : 0.0;
+}
+
+std::string closing_line(const TrainResults& r, double target) {
+  return fmt::format(
+      "done: {} steps in {:.1f} s, {:.0f} samples/s, {} {:.4g} (best {:.4g}){}", r.steps, r.wall_s,
+      r.samples_per_s, metric_for(r.regression).label, r.final_test_metric, r.best_test_metric,
+      r.target_reached ? fmt::format(", target {} reached at step {}", target, r.steps_to_target)
+                       : std::string());
+}
+
 std::vector<std::string> banner_lines(const RunFacts& f) {
   const TrainConfig& c = *f.config;
   std::vector<std::string> lines = {
       fmt::format(
           "ringtrain: {} on {} rank(s), {} BLAS thread(s) per rank ({} cores, {} ranks on this "
           "node)",
-          c.model, f.world, f.blas_threads, f.cores, f.ranks_per_node),
+          c.model, f.world.size, f.run->blas_threads, f.world.cores, f.world.ranks_per_node),
       "  " + blas::core_report(),
       "  " + blas::kernels_report(),
   };
@@ -240,31 +291,31 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
           : fmt::format("{} classes", f.data.num_classes),
       !f.data.arrays.empty() && f.data.arrays[0].mapped ? ", mapped" : ""));
   if (std::string line = converted_arrays(f.data); !line.empty()) lines.push_back(line);
-  lines.insert(lines.end(), {fmt::format("  global batch {} = local batches {}", f.global_batch,
-                                         fmt::join(f.local_batches, "+")),
-                             fmt::format("  reduction {}", describe(f.reduction))});
+  lines.insert(lines.end(), {fmt::format("  global batch {} = local batches {}",
+                                         f.run->global_batch, fmt::join(f.run->local_batches, "+")),
+                             fmt::format("  reduction {}", describe(f.config->reduction))});
   if (f.model) {
     const std::string table = f.model->summary();
     std::size_t begin = 0;
     for (std::size_t end; (end = table.find('\n', begin)) != std::string::npos; begin = end + 1)
       lines.push_back("    " + table.substr(begin, end - begin));
   }
-  if (f.has_batch_norm) lines.push_back("  batch norm statistics: " + bn_statistics(f));
+  if (f.model->has_batch_norm()) lines.push_back("  batch norm statistics: " + bn_statistics(f));
   lines.push_back(
-      fmt::format("  optimizer {}, {}", f.optimizer, c.describe_schedule(f.total_steps)));
+      fmt::format("  optimizer {}, {}", f.optimizer, c.describe_schedule(f.run->total_steps)));
   lines.push_back(fmt::format(
       "  optimizer state: {} bytes per rank (--zero {}{}; unsharded {} bytes)",
       fmt::join(f.state_bytes.per_rank, " / "), c.zero,
       c.zero == 1 ? ": each rank its shard of every bucket" : "", f.state_bytes.unsharded));
-  if (f.world > 1)
+  if (f.world.size > 1)
     lines.push_back(
         fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
-                    f.buckets->size(), f.bucket_choice.cap_bytes, f.bucket_choice.reason,
-                    name_of(c.overlap), name_of(c.progress),
+                    f.buckets->size(), f.setup->bucket_choice.cap_bytes,
+                    f.setup->bucket_choice.reason, name_of(c.overlap), name_of(c.progress),
                     per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
   lines.push_back(
       fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
-                  f.total_steps, f.steps_per_epoch, f.eval_every, f.run_dir));
+                  f.run->total_steps, f.run->steps_per_epoch, f.run->eval_every, f.run_dir));
   return lines;
 }
 

@@ -18,39 +18,45 @@
 #include "ringtrain/framework/train/gradient_sum.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
+#include "ringtrain/framework/train/run_plan.hpp"
+#include "ringtrain/framework/train/trainer.hpp"
+#include "ringtrain/framework/train/training_state.hpp"
 #include "train/sum/bucket_plan.hpp"
 
 namespace ringtrain {
 
-// Everything the manifest and the banner state; filled by the trainer during setup.
+// Everything the manifest and the banner state: the run's plan, and what the trainer learns
+// during set-up.
 struct RunFacts {
   const TrainConfig* config = nullptr;
-  const Sequential* model = nullptr;  // planned: its layer table and spec
-  int world = 1;
-  int ranks_per_node = 1;
-  int hosts = 0;  // --collective hierarchical: hosts of the two-level allreduce; else 0
-  int cores = 1;
-  int blas_threads = 1;
+  const RunPlan* run = nullptr;         // BLAS threads, batches, steps, evaluation cadence
+  const StepSetup* setup = nullptr;     // the step's plan, the buckets' cap and fit, the sum
+  const BucketPlan* buckets = nullptr;  // the gradient sum's buckets
+  const Sequential* model = nullptr;    // planned: its layer table and spec
+  WorldFacts world;
+  int hosts = 0;        // --collective hierarchical: hosts of the two-level allreduce; else 0
   data::DataInfo data;  // --data: path, layout, shapes, dtypes, classes
   std::size_t train_samples = 0, test_samples = 0;
-  std::size_t global_batch = 0;
-  std::vector<std::size_t> local_batches;
-  std::size_t largest_local_batch = 0;  // the model's layers are planned for it
-  Reduction reduction = Reduction::kSumScaled;
-  bool has_batch_norm = false, sync_bn = false;
   std::string optimizer;  // Optimizer::describe()
   OptimizerStateBytes state_bytes;
-  std::uint64_t total_steps = 0, steps_per_epoch = 0, eval_every = 0;
-  std::size_t parameters = 0;
-  const ReducerOptions* reducer = nullptr;  // the gradient sum's options
-  const BucketPlan* buckets = nullptr;      // and its buckets
-  collectives::BucketChoice bucket_choice;
-  RingFit ring_fit;
   std::string run_dir;
 };
 
 // The manifest without results (TrainResults::to_json() fills "results" later).
 nlohmann::json make_manifest(const RunFacts& facts);
+
+// The configuration a checkpoint carries: the run's options, and what `ringtrain eval` needs
+// to rebuild the model from the file alone (its spec as built, the data's sample shape, loss
+// and classes or targets), and the data's digest and path, which a resume compares with its
+// own (Checkpointer::resume).
+nlohmann::json checkpoint_config(const RunFacts& facts);
+
+// The results' closing figures after the loop: the skipped steps, the wall time, the mean
+// step time over the steps the state holds and the samples per second it makes.
+void close_results(TrainResults& results, const TrainingProgress& progress,
+                   std::size_t global_batch, double wall_s);
+// The run's last line on rank 0: "done: S steps in T s, X samples/s, test accuracy ...".
+std::string closing_line(const TrainResults& results, double target);
 
 // The banner's lines, in order.
 std::vector<std::string> banner_lines(const RunFacts& facts);

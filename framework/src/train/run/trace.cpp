@@ -1,10 +1,14 @@
 // Trace recording and trace.json (see trace.hpp).
 #include "train/run/trace.hpp"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/collectives/clock.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/train/run_directory.hpp"
+#include "train/now.hpp"
 
 namespace ringtrain {
 
@@ -93,6 +97,22 @@ void write_trace(const collectives::Communicator& comm, const Trace& trace,
   for (const std::string& text : all)
     for (auto& e : nlohmann::json::parse(text)) events.push_back(std::move(e));
   write_file_atomically(path, file.dump() + "\n");
+}
+
+std::unique_ptr<Trace> make_run_trace(const collectives::Communicator& comm,
+                                      std::uint64_t max_steps, std::size_t events_per_step) {
+  const collectives::ClockOffset clock = collectives::measure_clock_offset(comm, now_s);
+  double origin[1] = {comm.rank() == 0 ? now_s() : 0.0};  // rank 0's start, on rank 0's clock
+  if (comm.size() > 1) collectives::allreduce_sum(comm, std::span<double>(origin));
+  return std::make_unique<Trace>(max_steps, events_per_step, origin[0], clock.offset_s,
+                                 clock.uncertainty_s);
+}
+
+std::vector<std::string> trace_lanes(std::span<const collectives::Bucket> buckets) {
+  std::vector<std::string> lanes = {"compute", "agree"};
+  for (std::size_t b = 0; b < buckets.size(); ++b)
+    lanes.push_back(fmt::format("bucket {} ({} floats)", b, buckets[b].elements));
+  return lanes;
 }
 
 }  // namespace ringtrain

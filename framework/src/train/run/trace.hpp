@@ -16,9 +16,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "ringtrain/collectives/buckets.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 
 namespace ringtrain {
@@ -62,6 +65,16 @@ class Trace {
   std::vector<std::string> names_;
   std::vector<Event> events_;
 };
+
+// A run's trace: every rank's clock aligned to rank 0's (collectives/clock.hpp), its origin
+// rank 0's start, recording the first max_steps steps of events_per_step spans each.
+// Collective.
+std::unique_ptr<Trace> make_run_trace(const collectives::Communicator& comm,
+                                      std::uint64_t max_steps, std::size_t events_per_step);
+
+// The lanes of a run's trace, in tid order: "compute", "agree", then "bucket b (E floats)"
+// for each gradient bucket.
+std::vector<std::string> trace_lanes(std::span<const collectives::Bucket> buckets);
 
 // Collective: every rank's events travel to rank 0, which writes `path` atomically (temp file
 // + rename).

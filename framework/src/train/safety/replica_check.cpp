@@ -50,4 +50,10 @@ void check_replicas(const collectives::Communicator& comm, const ParameterStore&
       fmt::format("replicas diverged at step {}: {} differ across ranks", step, what));
 }
 
+void check_replicas(const collectives::Communicator& comm, const Sequential& model,
+                    bool per_rank_bn, std::uint64_t step) {
+  check_replicas(comm, model.parameters(), "parameter", step);
+  if (!per_rank_bn) check_replicas(comm, model.buffers(), "buffer", step);
+}
+
 }  // namespace ringtrain

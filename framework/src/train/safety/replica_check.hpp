@@ -11,6 +11,7 @@
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/parameters.hpp"
+#include "ringtrain/framework/sequential.hpp"
 
 namespace ringtrain {
 
@@ -22,5 +23,10 @@ std::uint64_t hash_bits(std::span<const float> values);
 // ("parameters", "buffers").
 void check_replicas(const collectives::Communicator& comm, const ParameterStore& store,
                     const char* what, std::uint64_t step);
+
+// The model's replicas after step `step`: its parameters, and its buffers unless they differ
+// by rank by definition (per-rank BatchNorm keeps per-rank running statistics: per_rank_bn).
+void check_replicas(const collectives::Communicator& comm, const Sequential& model,
+                    bool per_rank_bn, std::uint64_t step);
 
 }  // namespace ringtrain

@@ -63,4 +63,18 @@ void Watchdog::watch() {
   }
 }
 
+Watchdog::Action recorded_then(Watchdog::Action act, int rank, std::filesystem::path dir) {
+  return [act = std::move(act), rank, dir = std::move(dir)](const std::string& message) {
+    std::error_code ignored;
+    if (!dir.empty() && std::filesystem::is_directory(dir, ignored)) {
+      if (std::FILE* f =
+              std::fopen((dir / fmt::format("watchdog-rank{}.txt", rank)).c_str(), "w")) {
+        std::fprintf(f, "%s\n", message.c_str());
+        std::fclose(f);
+      }
+    }
+    act(message);
+  };
+}
+
 }  // namespace ringtrain

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -48,6 +49,11 @@ class Watchdog {
   bool stopping_ = false;
   std::thread thread_;
 };
+
+// `act`, after it writes the message to watchdog-rank<rank>.txt in `dir` (if it is a folder):
+// when a rank aborts, hydra may end the job before it has forwarded that rank's last stderr
+// line, and the reason a job ended must not be lost.
+Watchdog::Action recorded_then(Watchdog::Action act, int rank, std::filesystem::path dir);
 
 // The process-wide default action: print the message to stderr and abort the process
 // (mpiexec then ends the other ranks). main replaces it with one that calls MPI_Abort.

@@ -14,7 +14,9 @@
 // written: --dropout > 0 with a file is refused (write a dropout layer), --mlp-hidden ignored.
 //
 // Shapes follow the data: ModelOptions::input and ::classes (by default Fashion-MNIST's
-// (1, 28, 28) and 10). mlp takes any sample shape (its first layer takes all the sample's
+// (1, 28, 28) and 10). A training configuration's options become ModelOptions in the run plan
+// (ringtrain/framework/train/run_plan.hpp: model_options); models know layers and their own
+// options only. mlp takes any sample shape (its first layer takes all the sample's
 // elements); cnn and cnn-bn take (C, H, W) with H, W >= 4 (the second pool needs 2x2).
 #pragma once
 
@@ -22,21 +24,13 @@
 #include <string>
 #include <vector>
 
-#include "ringtrain/framework/layers/conv2d.hpp"
+#include "ringtrain/framework/model_options.hpp"
 #include "ringtrain/framework/sequential.hpp"
-#include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/models/spec.hpp"
 
 namespace ringtrain::models {
 
-struct ModelOptions {
-  std::vector<std::size_t> mlp_hidden = {1024, 1024};  // hidden widths of `mlp`
-  float dropout = 0.0f;                                // 0: no Dropout layers
-  // The convolutions: kAuto lets Conv2d choose (Winograd for 5x5 from 8 channels).
-  Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;
-  Shape input = {1, 28, 28};  // per-sample input shape
-  std::size_t classes = 10;   // logits
-};
+using ModelOptions = ringtrain::ModelOptions;  // model_options.hpp
 
 // Names accepted by make_model, in a stable order (for help texts and errors).
 const std::vector<std::string>& model_names();
@@ -48,18 +42,10 @@ bool is_spec_file(const std::string& model);
 // file `model` read as is. Throws UsageError for an unknown name, a defect of the file
 // (spec.hpp), or options.dropout > 0 with a file.
 ModelSpec model_spec(const std::string& model, const ModelOptions& options = {});
-// The same for a training configuration (--model, --mlp-hidden, --dropout).
-ModelSpec model_spec(const TrainConfig& config);
 
 // A new, unplanned model. Throws UsageError as model_spec, and when the model cannot take
 // options.input or does not end in options.classes outputs (infer_shapes).
 std::unique_ptr<Sequential> make_model(const std::string& name, const ModelOptions& options = {});
-
-// The model a training configuration names (--model, --mlp-hidden, --dropout,
-// --conv-algorithm), for Fashion-MNIST, or for samples of `input` shape and `classes` classes.
-std::unique_ptr<Sequential> make_model(const TrainConfig& config);
-std::unique_ptr<Sequential> make_model(const TrainConfig& config, const Shape& input,
-                                       std::size_t classes);
 
 // Per-sample input shape of Fashion-MNIST, the default data: (1, 28, 28).
 Shape input_shape();

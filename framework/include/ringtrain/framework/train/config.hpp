@@ -14,6 +14,7 @@
 
 #include "ringtrain/framework/optim/optimizer.hpp"
 #include "ringtrain/framework/optim/schedule.hpp"
+#include "ringtrain/framework/size_list.hpp"
 #include "ringtrain/framework/train/modes.hpp"
 
 namespace ringtrain {
@@ -114,8 +115,5 @@ struct TrainConfig {
   ScheduleConfig schedule_config(std::uint64_t total_steps) const;
   std::string describe_schedule(std::uint64_t total_steps) const;
 };
-
-// "1024,1024" -> {1024, 1024}; throws UsageError naming the flag on anything else.
-std::vector<std::size_t> parse_size_list(const std::string& text, const std::string& flag);
 
 }  // namespace ringtrain

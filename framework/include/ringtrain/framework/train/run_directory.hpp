@@ -36,6 +36,10 @@ class RunDirectory {
   std::ofstream metrics_;
 };
 
+// The run directory of a run without --run-dir: runs/<model>-<local time>, where <model> is
+// the --model name or its spec file's stem (runs/net-20261207-101500 for specs/net.toml).
+std::string default_run_dir(const std::string& model);
+
 // A resume of the run in `run_dir`: throws UsageError if its manifest.json says the run signs
 // its checkpoints (checkpoints_signed) and this launch has no key (`signs` false), so that a
 // signed run never goes on unsigned; a manifest.json that is not a small regular file is

@@ -1,7 +1,8 @@
 // Trainer: the training loop of `ringtrain train`, for one rank of N.
 //
-//   set-up   threads, data, batches, the model (rank 0's parameters everywhere), the step
-//            with its reducer and optimizer, the run directory and banner, a resume
+//   set-up   the data, the run plan (run_plan.hpp: threads, batches, steps, the step's and
+//            the sum's options), the model (rank 0's parameters everywhere), the step with
+//            what watches it, the run directory and banner, a resume
 //   loop     for each step: the sampler's global batch -> DataParallelStep::run
 //            (data_parallel_step.hpp: slice, forward, backward, the agreed update), then
 //            after_step: replica check, metrics window, evaluation, checkpoint, stop
@@ -41,12 +42,6 @@ struct TrainResults {
   // "metric" naming which.
   nlohmann::json to_json() const;
 };
-
-// Refuses (UsageError, one line naming `where`) a --loss that does not fit the data's y
-// (mse on integer labels, cross-entropy on float targets) and a --target above 1 for
-// accuracy. --loss auto fits any data: integer labels train with cross-entropy, float32
-// targets with squared error (loss.hpp).
-void check_loss(const TrainConfig& config, const data::DataInfo& data, const std::string& where);
 
 class Trainer {
  public:
