@@ -77,10 +77,10 @@ int train_loop(int argc, char** argv) {
   if (leader) std::printf("test accuracy %.4f\n", result.accuracy);
 
   // 6. A checkpoint of the whole training state, committed atomically by rank 0.
-  TrainingProgress progress;
-  progress.step = steps;
-  progress.samples_seen = steps * settings.global_batch;
-  const TrainingState state{*model, step.optimizer(), sampler, progress, seed, &step.shard()};
+  TrainingCounters counters;
+  counters.step = steps;
+  counters.samples_seen = steps * settings.global_batch;
+  const TrainingState state{*model, step.optimizer(), sampler, counters, seed, &step.shard()};
   Checkpointer checkpointer(comm, std::string(run_dir) + "/checkpoints", 1, "{}");
   const SaveOutcome saved = checkpointer.save(state, sampler.state().epoch);
   if (!saved.durable) {

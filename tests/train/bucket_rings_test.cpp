@@ -1,5 +1,5 @@
 // The ring pool and the agreement on their own, without a model (bucket_rings.hpp,
-// step_agreement.hpp, ring_progress.hpp). Facts, at N = 1, 2, 3:
+// step_agreement.hpp, ring_poller.hpp). Facts, at N = 1, 2, 3:
 //   - every bucket's ring sums its span of the gradient (values differ by rank and position,
 //     so a misplaced element shows), in any completion order, polled by the main thread or
 //     by the progress thread; the agreement applies the step;
@@ -17,7 +17,7 @@
 #include "mpi_test.hpp"
 #include "ringtrain/collectives/schedule.hpp"
 #include "train/sum/bucket_plan.hpp"
-#include "train/sum/ring_progress.hpp"
+#include "train/sum/ring_poller.hpp"
 #include "train/sum/step_agreement.hpp"
 
 using namespace ringtrain;
@@ -49,7 +49,7 @@ float sum(int N, std::size_t i) {
 
 // Runs one step's sums on `grads` and the agreement, polled by `progress`'s owner: the main
 // thread polls unless a thread does. Returns whether the step is applied.
-bool sum_and_agree(BucketRings& rings, StepAgreement& agreement, RingProgress& progress,
+bool sum_and_agree(BucketRings& rings, StepAgreement& agreement, RingPoller& progress,
                    std::span<float> grads, StepComm& account) {
   std::unique_lock lock(progress.mpi_mutex());
   rings.begin_step(2);
@@ -74,12 +74,12 @@ TEST_CASE("bucket rings sum every bucket and the ranks agree to apply the step")
   const auto entries = params();
   const BucketPlan plan(entries, 6 * sizeof(float));
   REQUIRE(plan.size() == 3);
-  for (const ProgressDriver driver : {ProgressDriver::kLayers, ProgressDriver::kThread})
+  for (const PollDriver driver : {PollDriver::kLayers, PollDriver::kThread})
     for (const bool zero : {false, true}) {
       StepComm account;
       BucketRings rings(comm, plan.buckets(), coll::RingOptions{}, zero, account);
       StepAgreement agreement(comm, rings.agreement_options());
-      RingProgress progress(rings, driver, 20e-6, N);
+      RingPoller progress(rings, driver, 20e-6, N);
       std::vector<float> grads(kElements), params_buffer(kElements, -1.0f);
       for (std::size_t i = 0; i < kElements; ++i) grads[i] = value(r, i);
       const bool applied = sum_and_agree(rings, agreement, progress, grads, account);
@@ -119,7 +119,7 @@ TEST_CASE("one NaN on one rank, in any bucket: every rank skips the step") {
   for (const bool zero : {false, true}) {
     BucketRings rings(comm, plan.buckets(), coll::RingOptions{}, zero, account);
     StepAgreement agreement(comm, rings.agreement_options());
-    RingProgress progress(rings, ProgressDriver::kLayers, 20e-6, N);
+    RingPoller progress(rings, PollDriver::kLayers, 20e-6, N);
     for (std::size_t bad = 0; bad < kElements; ++bad) {
       std::vector<float> grads(kElements);
       for (std::size_t i = 0; i < kElements; ++i) grads[i] = value(r, i);

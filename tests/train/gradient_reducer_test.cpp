@@ -50,7 +50,7 @@ TEST_CASE("a bucket comes back in pieces only while the main thread has rings to
   coll::Communicator comm;
   const int N = comm.size();
   Facts facts;
-  for (const ProgressDriver driver : {ProgressDriver::kLayers, ProgressDriver::kThread})
+  for (const PollDriver driver : {PollDriver::kLayers, PollDriver::kThread})
     for (const bool zero : {false, true}) {
       const std::string where =
           fmt::format("N = {}, driver {}, zero {}", N, to_string(driver), zero);
@@ -89,7 +89,7 @@ TEST_CASE("a bucket comes back in pieces only while the main thread has rings to
 
       std::vector<std::size_t> calls_per_bucket(buckets.size(), 0);
       for (const Call& c : calls) ++calls_per_bucket[bucket_of(buckets, c.offset)];
-      const bool nothing_to_poll = N == 1 || driver == ProgressDriver::kThread;
+      const bool nothing_to_poll = N == 1 || driver == PollDriver::kThread;
       for (std::size_t b = 0; b < buckets.size(); ++b)
         if (nothing_to_poll && calls_per_bucket[b] > 1)
           facts.check(false, fmt::format("{}: bucket {} updated in {} calls, with no ring to poll",

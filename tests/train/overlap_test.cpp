@@ -53,7 +53,7 @@ TEST_CASE("overlap on and off, same buckets: bitwise the same parameters") {
     config.overlap = Overlap::kOn;
     for (const std::string progress : {"layers", "thread"})
       for (const std::string update : {"on", "off"}) {
-        config.progress = parse_choice<ProgressDriver>(progress, "--progress");
+        config.poll_driver = parse_choice<PollDriver>(progress, "--progress");
         config.bucket_update = parse_choice<OnOff>(update, "--bucket-update");
         INFO(fmt::format("{}, N = {}: overlap on, progress {}, per-bucket update {}", optimizer,
                          world_size(), progress, update));

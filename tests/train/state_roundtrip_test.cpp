@@ -33,7 +33,7 @@ struct Rig {
   std::unique_ptr<Sequential> model;
   std::unique_ptr<Optimizer> optimizer;
   data::GlobalSampler sampler;
-  TrainingProgress progress;
+  TrainingCounters counters;
   std::uint64_t seed;
 
   Rig(const std::string& model_name, const std::string& optimizer_name, std::uint64_t seed_,
@@ -48,7 +48,7 @@ struct Rig {
     config.weight_decay = 0.01f;
     optimizer = make_optimizer(config, model->parameters().num_elements());
   }
-  TrainingState state() { return {*model, *optimizer, sampler, progress, seed}; }
+  TrainingState state() { return {*model, *optimizer, sampler, counters, seed}; }
 
   // One update with a gradient that differs per element and step; the next batch.
   void step(std::uint64_t k) {
@@ -57,7 +57,7 @@ struct Rig {
       grads[i] = float((i * 7 + k * 13) % 101) * 1e-3f - 0.05f;
     optimizer->step(model->parameters().values(), grads, 0.01f);
     sampler.next_batch();
-    ++progress.step;
+    ++counters.step;
   }
 };
 
@@ -66,7 +66,7 @@ void advance(Rig& rig) {
   for (std::uint64_t k = 0; k < 40; ++k) rig.step(k);  // 40 x 32 > 1000: into epoch 1
   auto buffers = rig.model->buffers().values();
   for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i] = 0.5f + float(i) * 0.25f;
-  TrainingProgress& p = rig.progress;
+  TrainingCounters& p = rig.counters;
   p.samples_seen = 1280;
   p.useful_compute_s = 1.25;
   p.skipped_steps = 2;
@@ -97,7 +97,7 @@ bool same_bits(const checkpoint::Entry& a, const checkpoint::Entry& b) {
 // capture -> write_file -> read_file (checked against the fresh state's layout) -> restore
 void round_trip(Rig& from, Rig& to, const fs::path& file) {
   checkpoint::Header header;
-  header.step = from.progress.step;
+  header.step = from.counters.step;
   checkpoint::write_file(file, header, capture(from.state()));
   const checkpoint::StateTree tree =
       checkpoint::read_file(file, checkpoint::Expected::of(capture(to.state())));

@@ -91,7 +91,7 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
            {Variant{"on", "layers"}, Variant{"off", "layers"}, Variant{"on", "thread"}}) {
         if (bucket_bytes > 4096 && v.overlap != std::string("on")) continue;
         config.overlap = parse_choice<Overlap>(v.overlap, "--overlap");
-        config.progress = parse_choice<ProgressDriver>(v.progress, "--progress");
+        config.poll_driver = parse_choice<PollDriver>(v.progress, "--progress");
         INFO(fmt::format("{}, N = {}, bucket cap {} B, overlap {}, progress {}", optimizer, N,
                          bucket_bytes, v.overlap, v.progress));
         const ZeroRun zero = run(config);

@@ -405,7 +405,7 @@ std::vector<TrainOption> bucket_options() {
              "start a bucket's ring during backward as soon as its gradients are written, or "
              "reduce after backward; alternate: on in even steps, off in odd ones, to measure "
              "what overlap buys step by step (the update is bitwise the same)"),
-      option("progress", &TrainConfig::progress,
+      option("progress", &TrainConfig::poll_driver,
              "rings advance between layers on the main thread, or on a polling thread"),
       path(option("cost-model", &TrainConfig::cost_model,
                   "JSON of `ringtrain bench allreduce --json` whose alpha-B fit sets the default "

@@ -57,7 +57,7 @@ Checkpointer::Snapshot Checkpointer::snapshot(const TrainingState& state, std::u
                                               bool deferred) {
   Snapshot snap;
   snap.start_s = now_s();
-  snap.header.step = state.progress.step;
+  snap.header.step = state.counters.step;
   snap.header.epoch = epoch;
   snap.header.world_size = comm_.size();
   if (deferred) {

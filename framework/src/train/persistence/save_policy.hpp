@@ -38,8 +38,8 @@
 #include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/save_options.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
-#include "train/run/trace.hpp"
 #include "train/safety/watchdog.hpp"
+#include "train/trace.hpp"
 
 namespace ringtrain {
 

@@ -128,7 +128,7 @@ void put_scalars(checkpoint::StateTree& tree, const TrainingState& s) {
   tree.put_u64(Group::kOptimizer, "step_count", s.optimizer.step_count());
   tree.put_string(Group::kOptimizer, "describe", s.optimizer.describe());
 
-  tree.put_u64(Group::kSchedule, "step", s.progress.step);
+  tree.put_u64(Group::kSchedule, "step", s.counters.step);
 
   const data::SamplerState sampler = s.sampler.state();
   tree.put_u64(Group::kData, "seed", sampler.seed);
@@ -142,7 +142,7 @@ void put_scalars(checkpoint::StateTree& tree, const TrainingState& s) {
       Group::kRng, "generator",
       "counter-based: splitmix64 finaliser over (seed, stream, key words); no hidden state");
 
-  const TrainingProgress& p = s.progress;
+  const TrainingCounters& p = s.counters;
   tree.put_u64(Group::kProgress, "step", p.step);
   tree.put_u64(Group::kProgress, "samples_seen", p.samples_seen);
   tree.put_f64(Group::kProgress, "useful_compute_s", p.useful_compute_s);
@@ -265,7 +265,7 @@ void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
   s.sampler.restore({tree.u64(Group::kData, "seed"), tree.u64(Group::kData, "epoch"),
                      tree.u64(Group::kData, "position")});
 
-  TrainingProgress& p = s.progress;
+  TrainingCounters& p = s.counters;
   p.step = tree.u64(Group::kProgress, "step");
   p.samples_seen = tree.u64(Group::kProgress, "samples_seen");
   p.useful_compute_s = tree.f64(Group::kProgress, "useful_compute_s");

@@ -18,25 +18,25 @@ MetricsLog::MetricsLog(const collectives::Communicator& comm, RunDirectory* run_
     : comm_(comm), run_dir_(run_dir), steps_per_epoch_(steps_per_epoch), start_s_(now_s()) {}
 
 void MetricsLog::add(const StepTimes& times, double loss_sum, std::size_t samples,
-                     TrainingProgress& progress) {
+                     TrainingCounters& counters) {
   times_.add(times);
-  progress.window_loss += loss_sum;
-  progress.window_samples += double(samples);
-  ++progress.window_steps;
+  counters.window_loss += loss_sum;
+  counters.window_samples += double(samples);
+  ++counters.window_steps;
 }
 
 // The allreduced vector: [loss, samples, stop, rank 0's fields..., rank N-1's fields...,
 // peak RSS of rank 0 ... rank N-1].
 WindowSummary MetricsLog::close(std::uint64_t done, float lr, bool stop_signal,
-                                std::span<const float> params, TrainingProgress& progress) {
+                                std::span<const float> params, TrainingCounters& counters) {
   const double elapsed_s = now_s() - start_s_ - paused_s_;
   const auto world = static_cast<std::size_t>(comm_.size());
   const auto rank = static_cast<std::size_t>(comm_.rank());
   constexpr std::size_t F = StepWindow::kFields.size();
   const std::size_t rss_at = 3 + world * F;
   std::vector<double> sums(rss_at + world, 0.0);
-  sums[0] = progress.window_loss;
-  sums[1] = progress.window_samples;
+  sums[0] = counters.window_loss;
+  sums[1] = counters.window_samples;
   sums[2] = stop_signal ? 1.0 : 0.0;
   times_.means(std::span(sums).subspan(3 + rank * F, F));
   sums[rss_at + rank] = double(peak_rss_bytes());
@@ -49,7 +49,7 @@ WindowSummary MetricsLog::close(std::uint64_t done, float lr, bool stop_signal,
                              {"loss", summary.loss},
                              {"lr", lr},
                              {"samples_per_s", sums[1] / elapsed_s},
-                             {"skipped_steps", progress.skipped_steps}};
+                             {"skipped_steps", counters.skipped_steps}};
     record.update(
         window_metrics(std::span<const double>(sums).subspan(3, rss_at - 3), comm_.size()));
     record["parameter_hash"] = fmt::format("{:016x}", hash_bits(params));
@@ -57,8 +57,8 @@ WindowSummary MetricsLog::close(std::uint64_t done, float lr, bool stop_signal,
         std::vector<double>(sums.begin() + std::ptrdiff_t(rss_at), sums.end());
     run_dir_->append_metrics(record);
   }
-  progress.window_loss = progress.window_samples = 0.0;
-  progress.window_steps = 0;
+  counters.window_loss = counters.window_samples = 0.0;
+  counters.window_steps = 0;
   times_.reset();
   start_s_ = now_s();
   paused_s_ = 0.0;

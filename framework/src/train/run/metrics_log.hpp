@@ -27,17 +27,17 @@ class MetricsLog {
   MetricsLog(const collectives::Communicator& comm, RunDirectory* run_dir,
              std::uint64_t steps_per_epoch);
 
-  // A step's times and loss join the open window (the loss part lives in `progress`, which
+  // A step's times and loss join the open window (the loss part lives in `counters`, which
   // a checkpoint carries, so a resumed run logs the same losses).
   void add(const StepTimes& times, double loss_sum, std::size_t samples,
-           TrainingProgress& progress);
+           TrainingCounters& counters);
   // Seconds inside the window that were not steps (evaluation, save).
   void pause(double seconds) { paused_s_ += seconds; }
 
   // Closes the window after step `done`. Collective. params: the parameters' fingerprint
   // goes into the record (equal runs log equal hashes).
   WindowSummary close(std::uint64_t done, float lr, bool stop_signal, std::span<const float> params,
-                      TrainingProgress& progress);
+                      TrainingCounters& counters);
 
  private:
   const collectives::Communicator& comm_;

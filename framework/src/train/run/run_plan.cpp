@@ -38,7 +38,7 @@ ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes, int 
   o.update_piece_elements *= std::size_t(std::max(1, blas_threads));
   o.overlap = c.overlap != Overlap::kOff;
   o.update_per_bucket = c.bucket_update == OnOff::kOn;
-  o.driver = c.progress;
+  o.driver = c.poll_driver;
   switch (c.collective) {
     case CollectiveKind::kRing:
       o.ring.algorithm = coll::Algorithm::kRing;

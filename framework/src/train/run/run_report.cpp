@@ -82,7 +82,7 @@ nlohmann::json buckets_json(const RunFacts& f) {
         {"bandwidth_Bps", f.setup->ring_fit.model.bandwidth_Bps},
         {"source", f.setup->ring_fit.source}}},
       {"overlap", name_of(f.config->overlap)},
-      {"progress", name_of(f.config->progress)},
+      {"progress", name_of(f.config->poll_driver)},
       {"segment_bytes", o.ring.segment_bytes},
       {"segments_in_flight",
        {{"overlapping", o.overlap_segments_in_flight}, {"blocking", o.ring.segments_in_flight}}},
@@ -255,11 +255,11 @@ nlohmann::json TrainResults::to_json() const {
       {"skipped_steps", skipped_steps}};
 }
 
-void close_results(TrainResults& r, const TrainingProgress& progress, std::size_t global_batch,
+void close_results(TrainResults& r, const TrainingCounters& counters, std::size_t global_batch,
                    double wall_s) {
-  r.skipped_steps = progress.skipped_steps;
+  r.skipped_steps = counters.skipped_steps;
   r.wall_s = wall_s;
-  r.mean_step_s = progress.step > 0 ? progress.useful_compute_s / double(progress.step) : 0.0;
+  r.mean_step_s = counters.step > 0 ? counters.useful_compute_s / double(counters.step) : 0.0;
   r.samples_per_s = r.mean_step_s > 0 ? double(global_batch) / r.mean_step_s : 0.0;
 }
 
@@ -311,7 +311,7 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
     lines.push_back(
         fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
                     f.buckets->size(), f.setup->bucket_choice.cap_bytes,
-                    f.setup->bucket_choice.reason, name_of(c.overlap), name_of(c.progress),
+                    f.setup->bucket_choice.reason, name_of(c.overlap), name_of(c.poll_driver),
                     per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
   lines.push_back(
       fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",

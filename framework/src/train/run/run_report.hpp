@@ -53,7 +53,7 @@ nlohmann::json checkpoint_config(const RunFacts& facts);
 
 // The results' closing figures after the loop: the skipped steps, the wall time, the mean
 // step time over the steps the state holds and the samples per second it makes.
-void close_results(TrainResults& results, const TrainingProgress& progress,
+void close_results(TrainResults& results, const TrainingCounters& counters,
                    std::size_t global_batch, double wall_s);
 // The run's last line on rank 0: "done: S steps in T s, X samples/s, test accuracy ...".
 std::string closing_line(const TrainResults& results, double target);

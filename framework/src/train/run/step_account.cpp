@@ -9,7 +9,7 @@ void StepWindow::add(const StepTimes& t) {
   sum_.forward_s += t.forward_s;
   sum_.backward_s += t.backward_s;
   sum_.optimizer_s += t.optimizer_s;
-  sum_.progress_s += t.progress_s;
+  sum_.poll_s += t.poll_s;
   sum_.comm_s += t.comm_s;
   sum_.exposed_s += t.exposed_s;
   sum_.collectives += t.collectives;
@@ -28,7 +28,7 @@ void StepWindow::means(std::span<double> out) const {
   const double n = steps_ > 0 ? double(steps_) : 1.0;
   const double values[kFields.size()] = {sum_.step_s,      sum_.compute_s(),     sum_.comm_s,
                                          sum_.exposed_s,   sum_.forward_s,       sum_.backward_s,
-                                         sum_.optimizer_s, sum_.progress_s,      sum_.collectives,
+                                         sum_.optimizer_s, sum_.poll_s,          sum_.collectives,
                                          sum_.wire_bytes,  sum_.inter_host_bytes};
   const std::size_t common = kFields.size() - kModeFields;
   for (std::size_t i = 0; i < common && i < out.size(); ++i) out[i] = values[i] / n;

@@ -7,13 +7,14 @@
 //   forward_s    forward and the loss
 //   backward_s   backward, including the ring polls made between layers
 //   optimizer_s  the optimizer update (per bucket or whole)
-//   progress_s   ring polls outside those spans (between pieces of a per-bucket update)
+//   poll_s       ring polls outside those spans (between pieces of a per-bucket update);
+//                metrics.jsonl calls it progress_s
 //   comm_s       Σ over buckets of [start, observed completion]: overlaps compute and the
 //                other buckets, so it is no share of step_s
 //   exposed_s    blocked on communication with no compute left
 // and the payload bytes this rank sent in the step's rings (wire_bytes), of which
 // inter_host_bytes went to another host (--collective hierarchical; 0 otherwise).
-// compute_s = data + forward + backward + optimizer + progress. The rest of step_s is
+// compute_s = data + forward + backward + optimizer + poll. The rest of step_s is
 // bookkeeping (watchdog marks, the non-finite decision's branch): compute + exposed ≈ step.
 //
 // With --overlap alternate a window holds steps of both modes, a few milliseconds apart, and
@@ -32,12 +33,12 @@
 namespace ringtrain {
 
 struct StepTimes {
-  double step_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, progress_s = 0,
+  double step_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, poll_s = 0,
          comm_s = 0, exposed_s = 0;
   double collectives = 0;                       // rings run this step
   double wire_bytes = 0, inter_host_bytes = 0;  // StepComm's: sent by this rank, between hosts
   bool overlap = true;                          // this step's rings started during backward
-  double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + progress_s; }
+  double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + poll_s; }
 };
 
 // Sums of StepTimes over the steps of one metrics window.

@@ -83,7 +83,7 @@ void StepInstruments::end(const StepComm& comm, std::span<float> parameters) {
   faults_.after_update(rank_, step_, parameters);
   watchdog_.leave();
   times_.step_s = now_s() - step_start_s_;
-  times_.progress_s = comm.progress_s;
+  times_.poll_s = comm.poll_s;
   times_.comm_s = comm.comm_s;
   times_.exposed_s = comm.exposed_s;
   times_.collectives = double(comm.collectives);

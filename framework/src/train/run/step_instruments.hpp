@@ -27,8 +27,8 @@
 #include "ringtrain/framework/train/fault_injector.hpp"
 #include "ringtrain/framework/train/step_probe.hpp"
 #include "train/run/step_account.hpp"
-#include "train/run/trace.hpp"
 #include "train/safety/watchdog.hpp"
+#include "train/trace.hpp"
 
 namespace ringtrain {
 

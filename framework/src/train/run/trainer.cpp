@@ -44,7 +44,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   blas::set_threads(plan_.blas_threads);
   blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
   // Before any evaluation, no MSE is the best yet (a resume restores the stored best).
-  if (data.info.regression()) progress_.best_test_metric = INFINITY;
+  if (data.info.regression()) counters_.best_test_metric = INFINITY;
   results_.regression = data.info.regression();
   facts_.config = &config_;
   facts_.run = &plan_;
@@ -128,7 +128,7 @@ void TrainingRun::open_run_directory() {
 // The training state and, with --resume, the checkpoint it continues from (nothing yet written).
 std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
   state_ = std::make_unique<TrainingState>(TrainingState{model_, step_->optimizer(), sampler_,
-                                                         progress_, config_.seed, &step_->shard(),
+                                                         counters_, config_.seed, &step_->shard(),
                                                          &step_->feedback()});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
                                                  checkpoint_config(facts_).dump(),
@@ -143,29 +143,29 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
   if (!config_.resume.empty()) {
     if (from)
       say(fmt::format("resumed from {} at step {} (epoch {}, position {})", from->string(),
-                      progress_.step, sampler_.state().epoch, sampler_.state().position));
+                      counters_.step, sampler_.state().epoch, sampler_.state().position));
     else
       say("no checkpoint to resume from in " + checkpointer_->dir().string() +
           ": starting at step 0");
     if (run_dir_) {
       // Records of steps after the checkpoint were logged by the killed attempt.
-      run_dir_->truncate_metrics_after(progress_.step);
+      run_dir_->truncate_metrics_after(counters_.step);
       run_dir_->append_metrics(
-          {{"step", progress_.step},
+          {{"step", counters_.step},
            {"resumed_from", from ? nlohmann::json(from->filename().string()) : nlohmann::json()}});
     }
   }
-  start_step_ = progress_.step;
+  start_step_ = counters_.step;
   saves_ = std::make_unique<SavePolicy>(comm_, *checkpointer_, plan_.saves, start_step_, faults_,
                                         watchdog_, trace_.get(), run_dir_.get(),
                                         [this](const std::string& m) { say(m); });
   metrics_ = std::make_unique<MetricsLog>(comm_, run_dir_.get(), plan_.steps_per_epoch);
-  bar_ = std::make_unique<Progress>(stdout, plan_.total_steps, config_.log_every,
-                                    comm_.rank() == 0 && !config_.quiet);
+  bar_ = std::make_unique<ProgressBar>(stdout, plan_.total_steps, config_.log_every,
+                                       comm_.rank() == 0 && !config_.quiet);
   // A resume of a finished run has nothing left to do.
-  results_.steps = progress_.step;
-  results_.best_test_metric = progress_.best_test_metric;
-  results_.final_test_metric = progress_.final_test_metric;
+  results_.steps = counters_.step;
+  results_.best_test_metric = counters_.best_test_metric;
+  results_.final_test_metric = counters_.final_test_metric;
 }
 
 Trainer::Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,

@@ -21,7 +21,7 @@ TrainResults TrainingRun::train() {
     const data::GlobalBatch batch = sampler_.next_batch();
     const StepOutcome outcome = step_->run(step, batch);
     account(outcome, step);
-    faults_.after_step(comm_.rank(), progress_.step);
+    faults_.after_step(comm_.rank(), counters_.step);
     if (after_step(step)) break;
   }
   finish();
@@ -32,27 +32,27 @@ TrainResults TrainingRun::train() {
 // gradient was not finite somewhere) is counted; too many in a row means the run diverged.
 void TrainingRun::account(const StepOutcome& outcome, std::uint64_t step) {
   if (outcome.applied) {
-    progress_.nonfinite_in_a_row = 0;
+    counters_.nonfinite_in_a_row = 0;
   } else {
     stop_if_data_failed(step_->data_failure());
-    ++progress_.skipped_steps;
-    if (++progress_.nonfinite_in_a_row > config_.max_nonfinite_steps)
+    ++counters_.skipped_steps;
+    if (++counters_.nonfinite_in_a_row > config_.max_nonfinite_steps)
       throw AgreedError(
           fmt::format("step {}: the gradient was not finite (NaN or inf) in {} consecutive steps; "
                       "stopping. Lower --lr, or raise --max-nonfinite-steps",
-                      step, progress_.nonfinite_in_a_row));
+                      step, counters_.nonfinite_in_a_row));
     bar_->message(
         fmt::format("step {}: gradient not finite on some rank: step skipped on all ranks", step));
   }
   const StepTimes& times = instruments_->times();
-  metrics_->add(times, outcome.loss_sum, outcome.local_samples, progress_);
-  progress_.useful_compute_s += times.step_s;
+  metrics_->add(times, outcome.loss_sum, outcome.local_samples, counters_);
+  counters_.useful_compute_s += times.step_s;
   if (step > start_step_) {
     warm_compute_s_ += times.step_s;
     ++warm_steps_;
   }
-  progress_.samples_seen += outcome.global_samples;
-  progress_.step = step + 1;
+  counters_.samples_seen += outcome.global_samples;
+  counters_.step = step + 1;
 }
 
 // Collective. A rank that could not read its samples poisoned the step; every rank learns it
@@ -72,7 +72,7 @@ void TrainingRun::check_mapped_data() {
   stop_if_data_failed(failure);
 }
 
-// After step `step` (0-based): replica check, metrics, evaluation, checkpoint, progress.
+// After step `step` (0-based): replica check, metrics, evaluation, checkpoint, the bar.
 // Returns true when the run stops early (a signal, or the target reached).
 bool TrainingRun::after_step(std::uint64_t step) {
   const std::uint64_t done = step + 1;
@@ -88,12 +88,12 @@ bool TrainingRun::after_step(std::uint64_t step) {
   if (done % config_.log_every == 0 || done == total) {
     const WindowSummary window =
         metrics_->close(done, step_->learning_rate(step), stop_signals_.requested(),
-                        model_.parameters().values(), progress_);
+                        model_.parameters().values(), counters_);
     last_loss_ = window.loss;
     stop_now = window.stop_requested && done < total;
     if (config_.watchdog_s <= 0)  // the automatic limit follows the measured step time
       watchdog_.set_limit(
-          std::max(kWatchdogFloorS, 100.0 * progress_.useful_compute_s / double(done)));
+          std::max(kWatchdogFloorS, 100.0 * counters_.useful_compute_s / double(done)));
   }
   if (config_.evaluate && (done % plan_.eval_every == 0 || done == total)) evaluate_now(done);
   const bool last = done == total || results_.target_reached;
@@ -121,9 +121,9 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
   watchdog_.leave();
   const Metric metric = metric_for(test_.regression());
   const double value = metric.of(e);
-  results_.final_test_metric = progress_.final_test_metric = value;
-  if (metric.reached(value, progress_.best_test_metric)) progress_.best_test_metric = value;
-  results_.best_test_metric = progress_.best_test_metric;
+  results_.final_test_metric = counters_.final_test_metric = value;
+  if (metric.reached(value, counters_.best_test_metric)) counters_.best_test_metric = value;
+  results_.best_test_metric = counters_.best_test_metric;
   if (run_dir_) {
     run_dir_->append_metrics({{"step", done},
                               {metric.key, value},
@@ -145,14 +145,14 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
 // step (it pays for first touches and connection set-up), else the mean over the state.
 double TrainingRun::planning_step_s() const {
   if (warm_steps_ > 0) return warm_compute_s_ / double(warm_steps_);
-  return progress_.useful_compute_s / double(std::max<std::uint64_t>(1, progress_.step));
+  return counters_.useful_compute_s / double(std::max<std::uint64_t>(1, counters_.step));
 }
 
 void TrainingRun::finish() {
   bar_->finish();
   if (config_.trace_steps > 0)
     write_trace(comm_, *trace_, trace_lanes(buckets_->buckets()), run_dir_path_ / "trace.json");
-  close_results(results_, progress_, plan_.global_batch, now_s() - start_s_);
+  close_results(results_, counters_, plan_.global_batch, now_s() - start_s_);
   if (!run_dir_) return;
   manifest_["results"] = results_.to_json();
   run_dir_->write_manifest(manifest_);

@@ -32,13 +32,13 @@
 #include "ringtrain/framework/train/training_state.hpp"
 #include "train/persistence/save_policy.hpp"
 #include "train/run/metrics_log.hpp"
-#include "train/run/progress.hpp"
+#include "train/run/progress_bar.hpp"
 #include "train/run/run_report.hpp"
 #include "train/run/step_instruments.hpp"
-#include "train/run/trace.hpp"
 #include "train/safety/stop_signals.hpp"
 #include "train/safety/watchdog.hpp"
 #include "train/sum/bucket_plan.hpp"
+#include "train/trace.hpp"
 
 namespace ringtrain {
 
@@ -89,12 +89,12 @@ class TrainingRun {
   std::unique_ptr<StepInstruments> instruments_;
   std::unique_ptr<DataParallelStep> step_;
 
-  TrainingProgress progress_;
+  TrainingCounters counters_;
   std::unique_ptr<TrainingState> state_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<SavePolicy> saves_;
   std::unique_ptr<MetricsLog> metrics_;
-  std::unique_ptr<Progress> bar_;
+  std::unique_ptr<ProgressBar> bar_;
   StopSignals stop_signals_;  // SIGTERM / SIGUSR1: save at the next agreed boundary, exit 0
   TrainResults results_;
   std::uint64_t start_step_ = 0;

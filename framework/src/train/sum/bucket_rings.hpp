@@ -2,8 +2,8 @@
 // once and reused every step, and what each ring has done in the current step.
 //
 // Where it sits in a step: GradientReducer starts bucket b's ring once backward has written
-// the bucket (start_sum), polls the rings in flight between layers or from a progress thread
-// (poll, ring_progress.hpp), and, with ZeRO-1, starts the all-gather of the bucket's updated
+// the bucket (start_sum), polls the rings in flight between layers or from a polling thread
+// (poll, ring_poller.hpp), and, with ZeRO-1, starts the all-gather of the bucket's updated
 // parameters on the same ring (start_gather). A ring moves only while its rank polls it: MPI
 // makes no progress on its own (collectives/async.hpp).
 //
@@ -59,8 +59,8 @@ class BucketRings {
   BucketRings(const collectives::Communicator& comm, std::span<const collectives::Bucket> buckets,
               const collectives::RingOptions& ring, bool zero, StepComm& account);
 
-  // Every call below, const ones included, needs the MPI lock (ring_progress.hpp) held: a
-  // progress thread may be polling the same rings.
+  // Every call below, const ones included, needs the MPI lock (ring_poller.hpp) held: a
+  // polling thread may be polling the same rings.
 
   // Forgets the last step; rings run this step with `segments_in_flight` segments per ring
   // step posted ahead.

@@ -110,8 +110,8 @@
 #include "ringtrain/framework/parameters.hpp"
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/gradient_sum.hpp"
-#include "train/run/trace.hpp"
 #include "train/sum/gradient_reducer.hpp"
+#include "train/trace.hpp"
 
 namespace ringtrain {
 

@@ -49,7 +49,7 @@ GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore&
       agreement_(comm, rings_.agreement_options()),
       poll_hook_([this] { poll(); }),
       trace_(trace),
-      progress_(rings_, options.driver, options.thread_poll_s, comm.size()) {
+      poller_(rings_, options.driver, options.thread_poll_s, comm.size()) {
   if (!trace_) return;
   wait_name_ = trace_->name("wait for communication");
   agree_name_ = trace_->name("agree: gradients finite");
@@ -58,7 +58,7 @@ GradientReducer::GradientReducer(const coll::Communicator& comm, ParameterStore&
 }
 
 void GradientReducer::begin_step(bool overlap, std::size_t /*global_samples*/) {
-  std::lock_guard lock(progress_.mpi_mutex());  // the thread reads the rings' state
+  std::lock_guard lock(poller_.mpi_mutex());  // the thread reads the rings' state
   overlap_ = overlap;
   rings_.begin_step(overlap ? options_.overlap_segments_in_flight
                             : options_.ring.segments_in_flight);
@@ -72,20 +72,20 @@ void GradientReducer::begin_step(bool overlap, std::size_t /*global_samples*/) {
 
 void GradientReducer::layer_done(std::size_t layer) {
   if (!overlap_) return;
-  std::lock_guard lock(progress_.mpi_mutex());
+  std::lock_guard lock(poller_.mpi_mutex());
   const std::size_t ready = plan_.ready_after(layer);
   const bool started_any = rings_.started() < ready;
   while (rings_.started() < ready) rings_.start_sum(rings_.started(), grads_);
-  if (progress_.main_thread_polls())
+  if (poller_.main_thread_polls())
     rings_.poll();
   else if (started_any)
-    progress_.rings_started();
+    poller_.rings_started();
 }
 
 void GradientReducer::poll() {
   // Without a thread nobody else touches the rings: in_flight() needs no lock here.
-  if (!progress_.main_thread_polls() || !rings_.in_flight()) return;
-  std::lock_guard lock(progress_.mpi_mutex());
+  if (!poller_.main_thread_polls() || !rings_.in_flight()) return;
+  std::lock_guard lock(poller_.mpi_mutex());
   rings_.poll();
 }
 
@@ -136,7 +136,7 @@ std::optional<ShardPiece> GradientReducer::hand_back_done() {
 bool GradientReducer::finish_blocking() {
   coll::Waiter waiter(coll::resolve_wait_policy(options_.ring.wait, comm_));
   {
-    std::lock_guard lock(progress_.mpi_mutex());
+    std::lock_guard lock(poller_.mpi_mutex());
     for (std::size_t b = 0; b < plan_.size(); ++b) {
       rings_.start_sum(b, grads_);
       rings_.wait(b);
@@ -162,7 +162,7 @@ std::optional<ShardPiece> GradientReducer::next_bucket() {
   for (;;) {
     if (updating_ != kNoBucket && options_.zero) {
       const std::size_t b = updating_;
-      std::lock_guard lock(progress_.mpi_mutex());
+      std::lock_guard lock(poller_.mpi_mutex());
       rings_.start_gather(b, params_);
       rings_.wait(b);
       if (trace_) trace_->span(wait_name_, 0, rings_.at(b).gather_start_s, rings_.at(b).done_s);
@@ -178,15 +178,15 @@ std::optional<ShardPiece> GradientReducer::next_bucket() {
 // Overlap on: the rings started during backward; poll them until the ranks agree. With
 // per-bucket updates the pieces come back from there on (next_overlapped); otherwise, and
 // when the step is not applied, every sum must be in first. Polls outside the waits and
-// the updates count as progress_s.
+// the updates count as poll_s.
 bool GradientReducer::finish_overlapped() {
   const bool per_bucket = updates_per_bucket(options_, true);
   waiter_.emplace(coll::resolve_wait_policy(options_.ring.wait, comm_));
   poll_t0_ = now_s();
-  std::unique_lock lock(progress_.mpi_mutex());
+  std::unique_lock lock(poller_.mpi_mutex());
   // A model whose first layers have no parameters leaves buckets that no layer_done started.
   while (rings_.started() < plan_.size()) rings_.start_sum(rings_.started(), grads_);
-  progress_.set_main_waiting(true);
+  poller_.set_main_waiting(true);
   for (;;) {
     bool moved = rings_.poll();
     moved = agreement_.advance(rings_, account_) || moved;
@@ -203,8 +203,8 @@ bool GradientReducer::finish_overlapped() {
     }
     poll_t0_ = wait_exposed(*waiter_, poll_t0_);
   }
-  account_.progress_s += now_s() - poll_t0_;
-  progress_.set_main_waiting(false);
+  account_.poll_s += now_s() - poll_t0_;
+  poller_.set_main_waiting(false);
   lock.unlock();
   trace_rings();
   if (!agreement_.applied()) return false;
@@ -221,14 +221,14 @@ std::optional<ShardPiece> GradientReducer::next_overlapped() {
     poll_between_pieces();
     if (std::optional<ShardPiece> piece = next_piece()) return piece;
   }
-  std::unique_lock lock(progress_.mpi_mutex());
+  std::unique_lock lock(poller_.mpi_mutex());
   if (updating_ != kNoBucket) bucket_updated();
   for (;;) {
     for (; bucket_ < plan_.size(); ++bucket_) {
       const BucketRing& ring = rings_.at(bucket_);
       if (!ring.summed || ring.updated) continue;
-      account_.progress_s += now_s() - poll_t0_;
-      progress_.set_main_waiting(false);
+      account_.poll_s += now_s() - poll_t0_;
+      poller_.set_main_waiting(false);
       lock.unlock();
       start_update(bucket_);
       if (std::optional<ShardPiece> piece = next_piece()) return piece;
@@ -244,8 +244,8 @@ std::optional<ShardPiece> GradientReducer::next_overlapped() {
     moved_ = agreement_.advance(rings_, account_) || moved_;
     bucket_ = 0;
   }
-  account_.progress_s += now_s() - poll_t0_;
-  progress_.set_main_waiting(false);
+  account_.poll_s += now_s() - poll_t0_;
+  poller_.set_main_waiting(false);
   lock.unlock();
   trace_rings();
   return hand_back_done();
@@ -256,8 +256,7 @@ std::optional<ShardPiece> GradientReducer::next_overlapped() {
 // polls them, the bucket goes in one piece, which wakes the rank's threads once, not per
 // piece.
 void GradientReducer::start_update(std::size_t b) {
-  const bool polls_between =
-      comm_.size() > 1 && progress_.main_thread_polls() && rings_.in_flight();
+  const bool polls_between = comm_.size() > 1 && poller_.main_thread_polls() && rings_.in_flight();
   updating_ = b;
   handed_ = 0;
   piece_elements_ =
@@ -273,11 +272,11 @@ std::optional<ShardPiece> GradientReducer::next_piece() {
 }
 
 void GradientReducer::poll_between_pieces() {
-  if (!progress_.main_thread_polls() || !rings_.in_flight()) return;
+  if (!poller_.main_thread_polls() || !rings_.in_flight()) return;
   const double t0 = now_s();
-  std::lock_guard lock(progress_.mpi_mutex());
+  std::lock_guard lock(poller_.mpi_mutex());
   rings_.poll();
-  account_.progress_s += now_s() - t0;
+  account_.poll_s += now_s() - t0;
 }
 
 // Bucket updating_ is updated (the MPI lock is held): with ZeRO-1 its all-gather starts, and
@@ -286,7 +285,7 @@ void GradientReducer::bucket_updated() {
   rings_.mark_updated(updating_);
   if (options_.zero) rings_.start_gather(updating_, params_);
   updating_ = kNoBucket;
-  progress_.set_main_waiting(true);
+  poller_.set_main_waiting(true);
   poll_t0_ = now_s();
   moved_ = true;
 }
@@ -304,7 +303,7 @@ bool GradientReducer::step_complete(bool per_bucket) const {
 // agreement moves; returns when it ended.
 double GradientReducer::wait_exposed(coll::Waiter& waiter, double poll_t0) {
   const double t0 = now_s();
-  account_.progress_s += t0 - poll_t0;
+  account_.poll_s += t0 - poll_t0;
   do {
     waiter.idle();
   } while (!rings_.poll() && !agreement_.advance(rings_, account_));

@@ -5,7 +5,7 @@
 //
 //   bucket_plan.hpp     the buckets, and which layer's backward completes which bucket
 //   bucket_rings.hpp    one ring per bucket: start, poll, the sums and (ZeRO-1) all-gathers
-//   ring_progress.hpp   who polls the rings (main thread or a thread), the MPI lock
+//   ring_poller.hpp   who polls the rings (main thread or a thread), the MPI lock
 //   step_agreement.hpp  all ranks agree whether the summed gradient is finite
 //   optimizer_shard.hpp the elements this rank updates (ZeRO-1: its chunk of each bucket,
 //                       between the bucket's reduce-scatter and its all-gather), in pieces
@@ -58,11 +58,11 @@
 #include "ringtrain/framework/parameters.hpp"
 #include "ringtrain/framework/train/gradient_sum.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
-#include "train/run/trace.hpp"
 #include "train/sum/bucket_plan.hpp"
 #include "train/sum/bucket_rings.hpp"
-#include "train/sum/ring_progress.hpp"
+#include "train/sum/ring_poller.hpp"
 #include "train/sum/step_agreement.hpp"
+#include "train/trace.hpp"
 
 namespace ringtrain {
 
@@ -99,7 +99,7 @@ class GradientReducer final : public GradientSum {
   const StepComm& account() const override { return account_; }
   const OptimizerShard& shard() const override { return shard_; }
   collectives::ErrorFeedback& feedback() override { return rings_.feedback(); }
-  std::mutex& mpi_mutex() override { return progress_.mpi_mutex(); }
+  std::mutex& mpi_mutex() override { return poller_.mpi_mutex(); }
 
   // Polls the rings in flight (kLayers; nothing with kThread): for layers to call between
   // pieces of long work (StepContext::poll).
@@ -152,7 +152,7 @@ class GradientReducer final : public GradientSum {
   bool close_blocking_ = false;  // at the end: exposed = comm, and the rings' spans if
   bool trace_at_close_ = false;  // they ran this step
   std::optional<collectives::Waiter> waiter_;  // overlap on: the wait between polls
-  double poll_t0_ = 0.0;                       // overlap on: the polls since then are progress_s
+  double poll_t0_ = 0.0;                       // overlap on: the polls since then are poll_s
   std::size_t bucket_ = 0;            // kBuckets: the next bucket; kOverlapped: the sweep's next
   bool moved_ = false;                // kOverlapped: this round's polls moved a ring
   std::size_t updating_ = kNoBucket;  // the bucket whose piece goes back in pieces
@@ -163,7 +163,7 @@ class GradientReducer final : public GradientSum {
   std::size_t wait_name_ = 0, agree_name_ = 0;
   std::vector<std::size_t> ring_names_;
 
-  RingProgress progress_;  // last: its thread stops before the rings it polls go
+  RingPoller poller_;  // last: its thread stops before the rings it polls go
 };
 
 }  // namespace ringtrain

@@ -43,7 +43,7 @@ class StepAgreement {
   // `grads` (the whole flat gradient, summed by nobody) is tested here too.
   void note_local(bool local_ok, std::span<const float> grads);
   // Starts the agreement once every bucket's own chunk is summed, and notes its outcome;
-  // true if either happened. Caller holds the MPI lock (ring_progress.hpp). Collective: every
+  // true if either happened. Caller holds the MPI lock (ring_poller.hpp). Collective: every
   // rank calls it until done().
   bool advance(const BucketRings& rings, StepComm& account);
 

@@ -66,7 +66,7 @@ struct TrainConfig {
   std::size_t bucket_bytes = 0;    // bucket cap; 0: the default rule from the α-β model
   Overlap overlap = Overlap::kOn;  // on: rings start during backward; off: after it; alternate:
                                    // on in even steps, off in odd ones (to measure overlap)
-  ProgressDriver progress = ProgressDriver::kLayers;  // who polls the rings during backward
+  PollDriver poll_driver = PollDriver::kLayers;  // who polls the rings during backward
   OnOff bucket_update = OnOff::kOn;    // on: update each bucket once summed (hidden flag)
   std::size_t segments_in_flight = 0;  // overlapping rings' window; 0: the reducer's default
   std::string cost_model;              // JSON of `ringtrain bench allreduce --json` for the default

@@ -28,7 +28,7 @@
 #include "ringtrain/collectives/options.hpp"
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/train/optimizer_shard.hpp"
-#include "ringtrain/framework/train/progress_driver.hpp"
+#include "ringtrain/framework/train/poll_driver.hpp"
 
 namespace ringtrain {
 
@@ -36,7 +36,7 @@ namespace ringtrain {
 struct StepComm {
   double comm_s = 0.0;          // Σ collective intervals (they may overlap each other)
   double exposed_s = 0.0;       // blocked on communication, nothing else to do
-  double progress_s = 0.0;      // polls in finish() outside the waits (layer_done's are backward's)
+  double poll_s = 0.0;          // polls in finish() outside the waits (layer_done's are backward's)
   std::size_t collectives = 0;  // rings run when N > 1: one per bucket, and the agreement
   double bytes = 0.0;           // gradient bytes reduced
   // Payload bytes this rank sent in the step's rings (0 with MPI's own allreduce), and of
@@ -51,7 +51,7 @@ struct ReducerOptions {
   std::size_t cap_bytes = 1024 * 1024;  // bucket cap (buckets.hpp); > 0
   bool overlap = true;                  // rings start during backward (begin_step may vary it)
   bool update_per_bucket = true;        // overlap on: update each bucket once it is summed
-  ProgressDriver driver = ProgressDriver::kLayers;
+  PollDriver driver = PollDriver::kLayers;
   double thread_poll_s = 50e-6;               // kThread: sleep between fruitless polls
   std::size_t update_piece_elements = 65536;  // kLayers: poll between pieces of an update
                                               // (the trainer gives each BLAS thread one)
@@ -114,7 +114,7 @@ class GradientSum {
   // This rank's bf16 rounding residual (empty on an fp32 wire): checkpointed state.
   virtual collectives::ErrorFeedback& feedback() = 0;
   // Every MPI call of this rank made while a step may have rings in flight must hold this
-  // lock (SyncBatchNorm's sums): with ProgressDriver::kThread, two threads talk to MPI.
+  // lock (SyncBatchNorm's sums): with PollDriver::kThread, two threads talk to MPI.
   virtual std::mutex& mpi_mutex() = 0;
 };
 

@@ -8,7 +8,7 @@
 //   ModeTable<E>   the table of enum E; choices<E>() its rows
 //   parse_choice<E>(text, flag)   the value named `text`, or a UsageError naming the flag
 //                                 and the allowed words
-// Enums that already exist elsewhere (Reduction, ProgressDriver, Conv2d::Algorithm, Wire) get
+// Enums that already exist elsewhere (Reduction, PollDriver, Conv2d::Algorithm, Wire) get
 // their table here; the rest are declared here.
 #pragma once
 
@@ -22,7 +22,7 @@
 #include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/layers/conv2d.hpp"
-#include "ringtrain/framework/train/progress_driver.hpp"
+#include "ringtrain/framework/train/poll_driver.hpp"
 #include "ringtrain/framework/train/reduction.hpp"
 
 namespace ringtrain {
@@ -95,9 +95,9 @@ template <> struct ModeTable<Overlap> {
   static constexpr Choice<Overlap> kChoices[] = {
       {Overlap::kOn, "on"}, {Overlap::kOff, "off"}, {Overlap::kAlternate, "alternate"}};
 };
-template <> struct ModeTable<ProgressDriver> {
-  static constexpr Choice<ProgressDriver> kChoices[] = {
-      {ProgressDriver::kLayers, "layers"}, {ProgressDriver::kThread, "thread"}};
+template <> struct ModeTable<PollDriver> {
+  static constexpr Choice<PollDriver> kChoices[] = {
+      {PollDriver::kLayers, "layers"}, {PollDriver::kThread, "thread"}};
 };
 template <> struct ModeTable<LossChoice> {
   static constexpr Choice<LossChoice> kChoices[] = {

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/framework/atomic_file.hpp"
+
 namespace ringtrain {
 
 class RunDirectory {
@@ -45,10 +47,5 @@ std::string default_run_dir(const std::string& model);
 // signed run never goes on unsigned; a manifest.json that is not a small regular file is
 // refused too. No manifest: nothing to check (the checkpoints' seals say it as well).
 void refuse_unsigned_resume(const std::filesystem::path& run_dir, bool signs);
-
-// Writes `text` to `path` so that a reader sees the old or the new file, never a torn one:
-// files::write_file_atomically (a destination that is not a regular file is refused, the
-// temporary `path`.tmp is created new beside it, fsynced, renamed; removed if anything fails).
-void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace ringtrain

@@ -37,7 +37,7 @@
 namespace ringtrain {
 
 // Counters of the training loop that a checkpoint must carry.
-struct TrainingProgress {
+struct TrainingCounters {
   std::uint64_t step = 0;  // optimizer steps completed (skipped ones included)
   std::uint64_t samples_seen = 0;
   double useful_compute_s = 0.0;  // time spent in steps that this state contains
@@ -59,7 +59,7 @@ struct TrainingState {
   Sequential& model;
   Optimizer& optimizer;
   data::GlobalSampler& sampler;
-  TrainingProgress& progress;
+  TrainingCounters& counters;
   std::uint64_t seed;
   // Which elements the optimizer's state covers; null: all of them (no sharding).
   const OptimizerShard* shard = nullptr;

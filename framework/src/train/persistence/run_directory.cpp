@@ -63,10 +63,6 @@ void RunDirectory::truncate_metrics_after(std::uint64_t step) {
   open_metrics();
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  files::write_file_atomically(path, text);
-}
-
 void refuse_unsigned_resume(const std::filesystem::path& run_dir, bool signs) {
   const std::filesystem::path manifest = run_dir / "manifest.json";
   if (signs || files::kind_at(manifest).empty()) return;

@@ -1,5 +1,5 @@
 // Trace recording and trace.json (see trace.hpp).
-#include "train/run/trace.hpp"
+#include "train/trace.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "ringtrain/collectives/clock.hpp"
 #include "ringtrain/collectives/small.hpp"
-#include "ringtrain/framework/train/run_directory.hpp"
+#include "ringtrain/framework/atomic_file.hpp"
 #include "train/now.hpp"
 
 namespace ringtrain {

@@ -1,8 +1,8 @@
-// Who polls the gradient rings (see ring_progress.hpp).
+// Who polls the gradient rings (see ring_poller.hpp).
 //
 // Threads: the communication thread polls the rings under mpi_mutex_, which notes their
 // completion times; everything else (starting rings, the trace) is the main thread's.
-#include "train/sum/ring_progress.hpp"
+#include "train/sum/ring_poller.hpp"
 
 #include <mpi.h>
 #include <sys/prctl.h>
@@ -14,27 +14,26 @@
 
 namespace ringtrain {
 
-std::string to_string(ProgressDriver driver) {
-  return driver == ProgressDriver::kThread ? "thread" : "layers";
+std::string to_string(PollDriver driver) {
+  return driver == PollDriver::kThread ? "thread" : "layers";
 }
 
-ProgressDriver parse_progress_driver(const std::string& name) {
-  if (name == "layers") return ProgressDriver::kLayers;
-  if (name == "thread") return ProgressDriver::kThread;
+PollDriver parse_poll_driver(const std::string& name) {
+  if (name == "layers") return PollDriver::kLayers;
+  if (name == "thread") return PollDriver::kThread;
   throw UsageError("--progress " + name + ": choose one of layers, thread");
 }
 
-struct RingProgress::Thread {
+struct RingPoller::Thread {
   std::thread thread;
   std::condition_variable wake;
   bool stopping = false;
   bool main_waiting = false;  // the main thread polls itself: the thread stays asleep
 };
 
-RingProgress::RingProgress(BucketRings& rings, ProgressDriver driver, double thread_poll_s,
-                           int world_size)
+RingPoller::RingPoller(BucketRings& rings, PollDriver driver, double thread_poll_s, int world_size)
     : rings_(rings), thread_poll_s_(thread_poll_s) {
-  if (driver != ProgressDriver::kThread || world_size == 1) return;
+  if (driver != PollDriver::kThread || world_size == 1) return;
   int provided = 0;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_SERIALIZED)
@@ -45,7 +44,7 @@ RingProgress::RingProgress(BucketRings& rings, ProgressDriver driver, double thr
   thread_->thread = std::thread([this] { thread_main(); });
 }
 
-RingProgress::~RingProgress() {
+RingPoller::~RingPoller() {
   if (!thread_) return;
   {
     std::lock_guard lock(mpi_mutex_);
@@ -55,11 +54,11 @@ RingProgress::~RingProgress() {
   thread_->thread.join();
 }
 
-void RingProgress::rings_started() {
+void RingPoller::rings_started() {
   if (thread_) thread_->wake.notify_one();
 }
 
-void RingProgress::set_main_waiting(bool waiting) {
+void RingPoller::set_main_waiting(bool waiting) {
   if (!thread_) return;
   thread_->main_waiting = waiting;
   if (!waiting) thread_->wake.notify_one();
@@ -68,7 +67,7 @@ void RingProgress::set_main_waiting(bool waiting) {
 // Poll while rings are in flight and the main thread computes; sleep between polls that
 // moved nothing. A poll moved something if a ring completed or any of the rings' MPI
 // operations did.
-void RingProgress::thread_main() {
+void RingPoller::thread_main() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // wake on time, not up to 50 µs late
   const long sleep_ns = std::max(1000L, static_cast<long>(thread_poll_s_ * 1e9));
   std::unique_lock lock(mpi_mutex_);

@@ -1,5 +1,5 @@
-// Progress bar / periodic lines.
-#include "train/run/progress.hpp"
+// ProgressBar bar / periodic lines.
+#include "train/run/progress_bar.hpp"
 
 #include <unistd.h>
 
@@ -8,14 +8,15 @@
 #include "train/now.hpp"
 
 namespace ringtrain {
-Progress::Progress(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every, bool enabled)
+ProgressBar::ProgressBar(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every,
+                         bool enabled)
     : out_(out),
       total_(total_steps),
       log_every_(log_every == 0 ? 1 : log_every),
       enabled_(enabled),
       terminal_(enabled && isatty(fileno(out)) != 0) {}
 
-void Progress::update(std::uint64_t step, const std::string& status, bool force) {
+void ProgressBar::update(std::uint64_t step, const std::string& status, bool force) {
   if (!enabled_) return;
   if (terminal_) {
     const double t = now_s();
@@ -36,7 +37,7 @@ void Progress::update(std::uint64_t step, const std::string& status, bool force)
   }
 }
 
-void Progress::message(const std::string& line) {
+void ProgressBar::message(const std::string& line) {
   if (!enabled_) return;
   if (bar_drawn_) std::fprintf(out_, "\r\033[K");
   std::fprintf(out_, "%s\n", line.c_str());
@@ -45,7 +46,7 @@ void Progress::message(const std::string& line) {
   last_draw_s_ = -1.0;
 }
 
-void Progress::finish() {
+void ProgressBar::finish() {
   if (enabled_ && bar_drawn_) std::fprintf(out_, "\n");
   bar_drawn_ = false;
 }

@@ -1,9 +1,9 @@
-// RingProgress: who moves the gradient rings while the main thread computes, and the lock that
+// RingPoller: who moves the gradient rings while the main thread computes, and the lock that
 // keeps this rank's MPI calls on one thread at a time.
 //
 // Where it sits in a step: MPI moves data only inside MPI calls (MPICH/UCX run no progress
 // thread), so a ring started during backward advances only when this rank polls it. Two
-// drivers (--progress):
+// drivers (PollDriver, the flag --progress):
 //   kLayers  the main thread polls: between layers (layer_done), between pieces of long
 //            layer work (StepContext::poll), between pieces of the per-bucket optimizer
 //            update, and while it waits in finish(). Nothing here runs.
@@ -23,21 +23,21 @@
 #include <string>
 #include <thread>
 
-#include "ringtrain/framework/train/progress_driver.hpp"
+#include "ringtrain/framework/train/poll_driver.hpp"
 #include "train/sum/bucket_rings.hpp"
 
 namespace ringtrain {
 
-class RingProgress {
+class RingPoller {
  public:
   // kThread on more than one rank starts the communication thread, which polls `rings` (it
   // must outlive this object) and sleeps thread_poll_s between fruitless polls. Throws
   // UsageError if MPI was initialised with less than MPI_THREAD_SERIALIZED.
-  RingProgress(BucketRings& rings, ProgressDriver driver, double thread_poll_s, int world_size);
+  RingPoller(BucketRings& rings, PollDriver driver, double thread_poll_s, int world_size);
   // Stops and joins the thread.
-  ~RingProgress();
-  RingProgress(const RingProgress&) = delete;
-  RingProgress& operator=(const RingProgress&) = delete;
+  ~RingPoller();
+  RingPoller(const RingPoller&) = delete;
+  RingPoller& operator=(const RingPoller&) = delete;
 
   std::mutex& mpi_mutex() { return mpi_mutex_; }
   // True if the main thread polls the rings itself (kLayers, or a single rank).

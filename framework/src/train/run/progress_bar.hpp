@@ -1,4 +1,4 @@
-// Progress on rank 0: a one-line bar redrawn in place on a terminal, or a plain line every
+// ProgressBar on rank 0: a one-line bar redrawn in place on a terminal, or a plain line every
 // `log_every` steps when the output is a file or a pipe (CI logs, Slurm output).
 #pragma once
 
@@ -8,9 +8,9 @@
 
 namespace ringtrain {
 
-class Progress {
+class ProgressBar {
  public:
-  Progress(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every, bool enabled);
+  ProgressBar(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every, bool enabled);
   // Called after every step; prints when due. `status` is appended (loss, lr, ...).
   void update(std::uint64_t step, const std::string& status, bool force = false);
   // A message on its own line (clears the bar first).
