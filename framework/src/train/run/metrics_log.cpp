@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ringtrain/collectives/small.hpp"
@@ -15,7 +16,11 @@ namespace ringtrain {
 
 MetricsLog::MetricsLog(const collectives::Communicator& comm, RunDirectory* run_dir,
                        std::uint64_t steps_per_epoch)
-    : comm_(comm), run_dir_(run_dir), steps_per_epoch_(steps_per_epoch), start_s_(now_s()) {}
+    : comm_(comm),
+      run_dir_(run_dir),
+      steps_per_epoch_(steps_per_epoch),
+      start_s_(now_s()),
+      last_loss_(NAN) {}
 
 void MetricsLog::add(const StepTimes& times, double loss_sum, std::size_t samples,
                      TrainingCounters& counters) {
@@ -23,6 +28,13 @@ void MetricsLog::add(const StepTimes& times, double loss_sum, std::size_t sample
   counters.window_loss += loss_sum;
   counters.window_samples += double(samples);
   ++counters.window_steps;
+  counters.useful_compute_s += times.step_s;
+  if (steps_++ > 0) warm_s_ += times.step_s;
+}
+
+double MetricsLog::planning_step_s(const TrainingCounters& counters) const {
+  if (steps_ > 1) return warm_s_ / double(steps_ - 1);
+  return counters.useful_compute_s / double(std::max<std::uint64_t>(1, counters.step));
 }
 
 // The allreduced vector: [loss, samples, stop, rank 0's fields..., rank N-1's fields...,
@@ -57,6 +69,7 @@ WindowSummary MetricsLog::close(std::uint64_t done, float lr, bool stop_signal,
         std::vector<double>(sums.begin() + std::ptrdiff_t(rss_at), sums.end());
     run_dir_->append_metrics(record);
   }
+  last_loss_ = summary.loss;
   counters.window_loss = counters.window_samples = 0.0;
   counters.window_steps = 0;
   times_.reset();

@@ -6,6 +6,7 @@
 // step time.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 
@@ -27,10 +28,15 @@ class MetricsLog {
   MetricsLog(const collectives::Communicator& comm, RunDirectory* run_dir,
              std::uint64_t steps_per_epoch);
 
-  // A step's times and loss join the open window (the loss part lives in `counters`, which
-  // a checkpoint carries, so a resumed run logs the same losses).
+  // A step's times and loss join the open window and the counters (the loss part and the
+  // step's time live in `counters`, which a checkpoint carries, so a resumed run logs the
+  // same losses).
   void add(const StepTimes& times, double loss_sum, std::size_t samples,
            TrainingCounters& counters);
+  // The step time the Young/Daly plan converts τ with: the mean of this attempt's steps
+  // without its first (it pays for first touches and connection set-up), else the mean over
+  // the counters.
+  double planning_step_s(const TrainingCounters& counters) const;
   // Seconds inside the window that were not steps (evaluation, save).
   void pause(double seconds) { paused_s_ += seconds; }
 
@@ -38,6 +44,8 @@ class MetricsLog {
   // goes into the record (equal runs log equal hashes).
   WindowSummary close(std::uint64_t done, float lr, bool stop_signal, std::span<const float> params,
                       TrainingCounters& counters);
+  // The mean training loss of the last window closed (NaN before the first).
+  double last_loss() const { return last_loss_; }
 
  private:
   const collectives::Communicator& comm_;
@@ -46,6 +54,9 @@ class MetricsLog {
   StepWindow times_;
   double start_s_;
   double paused_s_ = 0.0;
+  double last_loss_;
+  std::uint64_t steps_ = 0;      // added by this attempt
+  double warm_s_ = 0.0;          // their time, the first one's left out
 };
 
 }  // namespace ringtrain

@@ -44,13 +44,7 @@ void TrainingRun::account(const StepOutcome& outcome, std::uint64_t step) {
     bar_->message(
         fmt::format("step {}: gradient not finite on some rank: step skipped on all ranks", step));
   }
-  const StepTimes& times = instruments_->times();
-  metrics_->add(times, outcome.loss_sum, outcome.local_samples, counters_);
-  counters_.useful_compute_s += times.step_s;
-  if (step > start_step_) {
-    warm_compute_s_ += times.step_s;
-    ++warm_steps_;
-  }
+  metrics_->add(instruments_->times(), outcome.loss_sum, outcome.local_samples, counters_);
   counters_.samples_seen += outcome.global_samples;
   counters_.step = step + 1;
 }
@@ -89,7 +83,6 @@ bool TrainingRun::after_step(std::uint64_t step) {
     const WindowSummary window =
         metrics_->close(done, step_->learning_rate(step), stop_signals_.requested(),
                         model_.parameters().values(), counters_);
-    last_loss_ = window.loss;
     stop_now = window.stop_requested && done < total;
     if (config_.watchdog_s <= 0)  // the automatic limit follows the measured step time
       watchdog_.set_limit(
@@ -104,10 +97,11 @@ bool TrainingRun::after_step(std::uint64_t step) {
                  stop_now ? SavePolicy::Reason::kSignal
                  : last   ? SavePolicy::Reason::kEnd
                           : SavePolicy::Reason::kInterval,
-                 planning_step_s());
+                 metrics_->planning_step_s(counters_));
     metrics_->pause(now_s() - t0);  // save time is not step time
   }
-  bar_->update(done, fmt::format("loss {:.4f}  lr {:.4g}", last_loss_, step_->learning_rate(step)));
+  bar_->update(done, fmt::format("loss {:.4f}  lr {:.4g}", metrics_->last_loss(),
+                                 step_->learning_rate(step)));
   results_.steps = done;
   stopped_by_signal_ = stop_now;
   return stop_now || results_.target_reached;
@@ -130,7 +124,7 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
                               {"test_loss", e.loss},
                               {"wall_s", now_s() - start_s_}});
     bar_->message(fmt::format("step {:>6}  epoch {:5.2f}  loss {:.4f}  {} {:.4g}", done,
-                              double(done) / double(plan_.steps_per_epoch), last_loss_,
+                              double(done) / double(plan_.steps_per_epoch), metrics_->last_loss(),
                               metric.label, value));
   }
   if (config_.target > 0.0 && metric.reached(value, config_.target) && !results_.target_reached) {
@@ -139,13 +133,6 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
     results_.time_to_target_s = now_s() - start_s_;
   }
   metrics_->pause(now_s() - t0);  // evaluation time is not step time
-}
-
-// The step time the Young/Daly plan converts τ with: this attempt's mean without its first
-// step (it pays for first touches and connection set-up), else the mean over the state.
-double TrainingRun::planning_step_s() const {
-  if (warm_steps_ > 0) return warm_compute_s_ / double(warm_steps_);
-  return counters_.useful_compute_s / double(std::max<std::uint64_t>(1, counters_.step));
 }
 
 void TrainingRun::finish() {

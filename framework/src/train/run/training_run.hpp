@@ -65,7 +65,6 @@ class TrainingRun {
   void check_mapped_data();
   bool after_step(std::uint64_t step);
   void evaluate_now(std::uint64_t done);
-  double planning_step_s() const;
   void finish();
 
   const TrainConfig& config_;
@@ -98,9 +97,6 @@ class TrainingRun {
   StopSignals stop_signals_;  // SIGTERM / SIGUSR1: save at the next agreed boundary, exit 0
   TrainResults results_;
   std::uint64_t start_step_ = 0;
-  double warm_compute_s_ = 0.0;  // this attempt's steps after its first (which pays set-up)
-  std::uint64_t warm_steps_ = 0;
-  double last_loss_ = NAN;
   double start_s_ = 0.0;
   bool stopped_by_signal_ = false;
 };

@@ -1,8 +1,12 @@
 // The gradient sum of one step, composed from its pieces (see gradient_reducer.hpp).
 //
 // Threads: with kThread the communication thread polls the rings under the MPI lock and
-// notes their completion times; only the main thread starts rings, updates and writes the
-// trace (at the end of finish()).
+// notes their completion times; only the main thread starts rings, hands pieces back (the
+// step updates them without the lock) and writes the trace (once the step's sums are in).
+//
+// next_summed() is finish()'s polling loop cut at each piece it hands back: the state
+// below (hand_back_, bucket_, updating_, ...) is where the loop stands between two calls,
+// so the pieces, the polls between them and the account are those of one uncut loop.
 #include "train/sum/gradient_reducer.hpp"
 
 #include <fmt/format.h>
