@@ -7,8 +7,8 @@
 //     every epoch unless --eval-every;
 //   - the model's options and the saves' options from their flags;
 //   - the step: its plan (SyncBN only with BatchNorm and N > 1), the bucket cap (given, one
-//     bucket without overlap, else the α-β rule), the reducer's options, and a trace
-//     reservation that grows with the layers and, for exact, with the micro-batches.
+//     bucket without overlap, else the α-β rule) and its buckets, the reducer's options, and
+//     a trace reservation that grows with the layers and, for exact, with the micro-batches.
 #include "ringtrain/framework/train/run_plan.hpp"
 
 #include <catch2/catch.hpp>
@@ -152,9 +152,16 @@ TEST_CASE("the step: its plan, the bucket cap, the reducer's options") {
   c.sync_bn = SyncBn::kOff;
   CHECK_FALSE(plan_step(c, run, world, *bn).step.sync_bn);
 
-  // The cap: as given; one bucket of the whole gradient when nothing overlaps.
-  c.bucket_bytes = 4096;
-  CHECK(plan_step(c, run, world, *model).bucket_choice.cap_bytes == 4096);
+  // The cap: as given; one bucket of the whole gradient when nothing overlaps. The buckets
+  // cover the gradient, in backward order: the last layer's first.
+  c.bucket_bytes = 256;
+  setup = plan_step(c, run, world, *model);
+  CHECK(setup.bucket_choice.cap_bytes == 256);
+  std::size_t covered = 0;
+  for (const collectives::Bucket& b : setup.buckets) covered += b.elements;
+  CHECK(covered == model->parameters().num_elements());
+  // b (10 floats) of layer 2, its W (640), b (64) of layer 0, its W (50176): each its own.
+  CHECK(setup.ready_layers == std::vector<std::size_t>{2, 2, 0, 0});
   c.bucket_bytes = 0;
   c.overlap = Overlap::kOff;
   setup = plan_step(c, run, world, *model);

@@ -13,6 +13,7 @@
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/size_list.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
+#include "train/sum/bucket_plan.hpp"
 
 namespace ringtrain {
 namespace {
@@ -136,6 +137,10 @@ StepSetup plan_step(const TrainConfig& config, const RunPlan& run, const WorldFa
                             : default_bucket_choice(setup.ring_fit, world.size, grad_bytes,
                                                     config.overlap != Overlap::kOff);
   setup.reducer = reducer_options(config, setup.bucket_choice.cap_bytes, run.blas_threads);
+  const BucketPlan buckets(model.parameters().entries(), setup.reducer.cap_bytes);
+  setup.buckets = buckets.buckets();
+  for (std::size_t b = 0; b < buckets.size(); ++b)
+    setup.ready_layers.push_back(buckets.ready_layer(b));
   StepPlan& step = setup.step;
   step.reduction = config.reduction;
   step.local_batches = run.local_batches;

@@ -63,19 +63,17 @@ nlohmann::json reduction_json(const RunFacts& f) {
 }
 
 nlohmann::json buckets_json(const RunFacts& f) {
-  const BucketPlan& plan = *f.buckets;
-  nlohmann::json bytes = nlohmann::json::array(), ready = nlohmann::json::array();
-  for (std::size_t b = 0; b < plan.size(); ++b) {
-    bytes.push_back(plan.buckets()[b].elements * sizeof(float));
-    ready.push_back(plan.ready_layer(b));
-  }
+  const StepSetup& s = *f.setup;
+  nlohmann::json bytes = nlohmann::json::array();
+  for (const collectives::Bucket& bucket : s.buckets)
+    bytes.push_back(bucket.elements * sizeof(float));
   const ReducerOptions& o = f.setup->reducer;
   return {
       {"cap_bytes", f.setup->bucket_choice.cap_bytes},
       {"cap_reason", f.setup->bucket_choice.reason},
-      {"count", plan.size()},
+      {"count", s.buckets.size()},
       {"bytes", bytes},
-      {"ready_after_layer", ready},
+      {"ready_after_layer", s.ready_layers},
       {"order", "backward (bucket 0 holds the last layer's gradients)"},
       {"ring_fit",
        {{"alpha_s", f.setup->ring_fit.model.alpha_s},
@@ -310,7 +308,7 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   if (f.world.size > 1)
     lines.push_back(
         fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
-                    f.buckets->size(), f.setup->bucket_choice.cap_bytes,
+                    f.setup->buckets.size(), f.setup->bucket_choice.cap_bytes,
                     f.setup->bucket_choice.reason, name_of(c.overlap), name_of(c.poll_driver),
                     per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
   lines.push_back(

@@ -21,7 +21,6 @@
 #include "ringtrain/framework/train/run_plan.hpp"
 #include "ringtrain/framework/train/trainer.hpp"
 #include "ringtrain/framework/train/training_state.hpp"
-#include "train/sum/bucket_plan.hpp"
 
 namespace ringtrain {
 
@@ -31,7 +30,6 @@ struct RunFacts {
   const TrainConfig* config = nullptr;
   const RunPlan* run = nullptr;         // BLAS threads, batches, steps, evaluation cadence
   const StepSetup* setup = nullptr;     // the step's plan, the buckets' cap and fit, the sum
-  const BucketPlan* buckets = nullptr;  // the gradient sum's buckets
   const Sequential* model = nullptr;    // planned: its layer table and spec
   WorldFacts world;
   int hosts = 0;        // --collective hierarchical: hosts of the two-level allreduce; else 0

@@ -105,8 +105,6 @@ void TrainingRun::build_step() {
       config_.reduction == Reduction::kExact);
   step_ = std::make_unique<DataParallelStep>(comm_, model_, train_, setup_.step, setup_.reducer,
                                              plan_.optimizer, *instruments_);
-  buckets_ = std::make_unique<BucketPlan>(model_.parameters().entries(), setup_.reducer.cap_bytes);
-  facts_.buckets = buckets_.get();
   facts_.optimizer = step_->optimizer().describe();
   facts_.state_bytes = optimizer_state_bytes(comm_, step_->optimizer(), step_->shard());
 }

@@ -138,7 +138,7 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
 void TrainingRun::finish() {
   bar_->finish();
   if (config_.trace_steps > 0)
-    write_trace(comm_, *trace_, trace_lanes(buckets_->buckets()), run_dir_path_ / "trace.json");
+    write_trace(comm_, *trace_, trace_lanes(setup_.buckets), run_dir_path_ / "trace.json");
   close_results(results_, counters_, plan_.global_batch, now_s() - start_s_);
   if (!run_dir_) return;
   manifest_["results"] = results_.to_json();

@@ -37,7 +37,6 @@
 #include "train/run/step_instruments.hpp"
 #include "train/safety/stop_signals.hpp"
 #include "train/safety/watchdog.hpp"
-#include "train/sum/bucket_plan.hpp"
 #include "train/trace.hpp"
 
 namespace ringtrain {
@@ -84,7 +83,6 @@ class TrainingRun {
   std::unique_ptr<Trace> trace_;
   std::size_t eval_name_ = 0;                          // the evaluation's span in the trace
   std::unique_ptr<collectives::Hierarchy> hierarchy_;  // --collective hierarchical; outlives step_
-  std::unique_ptr<BucketPlan> buckets_;                // the gradient sum's, for the records
   std::unique_ptr<StepInstruments> instruments_;
   std::unique_ptr<DataParallelStep> step_;
 

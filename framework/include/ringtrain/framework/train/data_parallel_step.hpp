@@ -15,9 +15,9 @@
 //                skips the step
 //
 // How the ranks sum (gradient_sum.hpp) is the one thing that differs between
-// --reduction sum-scaled / mean-of-means (the bucketed ring, gradient_reducer.hpp) and
-// --reduction exact (exact_step.hpp: the layers sum per micro-batch of m samples into an
-// exact accumulator, one exact allreduce after backward): the recipe is the same.
+// --reduction sum-scaled / mean-of-means (the bucketed ring) and --reduction exact (the
+// layers sum per micro-batch of m samples into an exact accumulator, one exact allreduce
+// after backward; framework/src/train/sum/exact_step.hpp): the recipe is the same.
 //
 // It owns what a step uses and nothing else: the sum, the optimizer and the batch buffers
 // (planned once: a step allocates nothing). What watches it (times, trace, hang watchdog,

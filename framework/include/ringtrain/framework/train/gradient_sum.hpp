@@ -10,12 +10,13 @@
 //   next_summed() ...          if so, the summed pieces handed back one by one: the step
 //                              gives each to the optimizer, until there is none
 //
-// Two implementations:
+// Two implementations (framework/src/train/sum/):
 //   GradientReducer     the bucketed ring (gradient_reducer.hpp): buckets start during
 //                       backward, each bucket's piece comes back as soon as its sum is there
 //   ExactGradientSum    --reduction exact (exact_step.hpp): exact per micro-batch and over
 //                       ranks, the same bits for any N; the whole buffer comes back at once
 //                       (with ZeRO-1, each bucket's shard, its all-gather after it)
+// DataParallelStep builds the one its StepPlan::reduction names.
 //
 // Collective: every rank calls the same methods in the same order.
 #pragma once

@@ -89,6 +89,10 @@ struct StepSetup {
   StepPlan step;
   RingFit ring_fit;                         // the α-β fit the default cap comes from
   collectives::BucketChoice bucket_choice;  // the cap and why
+  // The gradient's buckets at that cap, in backward order, and the layer whose backward
+  // completes each (the sum's own plan of them, bucket_plan.hpp), for the records.
+  std::vector<collectives::Bucket> buckets;
+  std::vector<std::size_t> ready_layers;
   ReducerOptions reducer;  // ring.hierarchy is the caller's to set (built collectively)
   std::size_t trace_events_per_step = 0;  // spans a step may record (the trace's reservation)
 };
