@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "config_file.hpp"
+#include "near_miss.hpp"
 #include "ringtrain/framework/error.hpp"
 
 namespace ringtrain::cli {
@@ -54,7 +55,8 @@ Outcome run_command_line(const std::vector<std::string>& args, const ResultsObse
       if (leader) app.exit(e);
       return {};
     }
-    return failure(2, Outcome::Scope::kAgreed, std::string(e.what()) + " (see 'ringtrain --help')");
+    return failure(2, Outcome::Scope::kAgreed,
+                   std::string(e.what()) + near_miss_hint(app, args) + " (see 'ringtrain --help')");
   }
 
   try {
