@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "config_file.hpp"
+#include "help_format.hpp"
 #include "near_miss.hpp"
 #include "ringtrain/framework/error.hpp"
 
@@ -30,6 +31,7 @@ Outcome run_command_line(const std::vector<std::string>& args, const ResultsObse
   CLI::App app{
       "ringtrain: synchronous data-parallel training on CPUs over MPI.\n"
       "Run under mpiexec (mpiexec -n 2 ringtrain train) or alone (one rank)."};
+  app.formatter(make_help_formatter());  // before the subcommands, which inherit it
   app.require_subcommand(1);
   app.set_version_flag("--version", RINGTRAIN_VERSION);
   Runner run;

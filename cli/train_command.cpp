@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "help_format.hpp"
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/framework/agreed.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -50,7 +51,7 @@ void add_option(CLI::App& train, const TrainOption& option,
     const std::string default_text = option.default_text();
     if (!default_text.empty()) flag->default_str(default_text);
   }
-  if (option.hidden) flag->group("");
+  flag->group(option.hidden ? std::string() : train_topic(option.name));
 }
 
 // The layer list --model names, read before the data so that a defect costs no data load.

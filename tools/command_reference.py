@@ -28,7 +28,7 @@ The user's guide explains them in context: [docs/README.md](README.md).
 
 
 def help_text(ringtrain, words):
-    env = dict(os.environ, COLUMNS="200")
+    env = dict(os.environ, COLUMNS="100")  # --help wraps to COLUMNS: the same page everywhere
     out = subprocess.run([ringtrain] + words + ["--help"], capture_output=True, text=True,
                          env=env, timeout=60)
     if out.returncode != 0:

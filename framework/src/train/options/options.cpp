@@ -116,11 +116,6 @@ TrainOption list(TrainOption o) {
   return o;
 }
 
-TrainOption hidden(TrainOption o) {
-  o.hidden = true;
-  return o;
-}
-
 TrainOption not_in_config_toml(TrainOption o) {
   o.in_config_toml = false;
   return o;
@@ -419,8 +414,8 @@ std::vector<TrainOption> bucket_options() {
       ranged(option("trace-steps", &TrainConfig::trace_steps,
                     "steps recorded in trace.json (0: no trace)"),
              0, 10000),
-      hidden(option("bucket-update", &TrainConfig::bucket_update,
-                    "update each bucket as soon as it is summed")),
+      option("bucket-update", &TrainConfig::bucket_update,
+             "update each bucket as soon as it is summed"),
       ranged(option("segments-in-flight", &TrainConfig::segments_in_flight,
                     "ring messages posted ahead per ring step while overlapping (0: the measured "
                     "default, 2, as blocking rings post)",
