@@ -113,7 +113,8 @@ Outputs parse_outputs(const std::string& text, bool regression) {
 
 // BLAS threads and kernels as the run that wrote the checkpoint chose them (run_plan.hpp).
 void use_run_threads(const collectives::Communicator& comm, const TrainConfig& config) {
-  blas::set_threads(blas_threads(config, world_facts(comm)));
+  const WorldFacts world = world_facts(comm);
+  blas::set_threads(blas_threads(config, world), world.ranks_per_node);
   blas::set_kernels(blas::resolve_kernels(name_of(config.gemm)));
 }
 

@@ -43,7 +43,7 @@ int train_loop(int argc, char** argv) {
   const WorldFacts world = world_facts(comm);
   const RunPlan plan =
       plan_run(settings, {train.sample_shape, train.outputs(), train.size()}, world);
-  blas::set_threads(plan.blas_threads);
+  blas::set_threads(plan.blas_threads, world.ranks_per_node);
   blas::set_kernels(blas::resolve_kernels("auto"));
 
   // 3. The model: initialized from the seed, then rank 0's parameters on every rank.

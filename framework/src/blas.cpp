@@ -1,15 +1,14 @@
-// The single file that talks to cblas (STYLE: each BLAS call wrapped once).
+// The BLAS door (blas.hpp): the products, routed to the own kernels or to OpenBLAS, the
+// rank's threads and their parallel loops, the choice of kernels. With blas_core.cpp the only
+// files that talk to cblas (STYLE: each BLAS call wrapped once); that one holds OpenBLAS's
+// kernel family and threads' environment.
 #include "ringtrain/framework/blas.hpp"
 
 #include <cblas.h>
 #include <cpuid.h>
-#include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,11 +25,23 @@ namespace {
 // The choice of kernels; written once at start-up (set_kernels), read by every product.
 std::atomic<Kernels> g_kernels{Kernels::kOpenBlas};
 
-// The rank's threads for the own kernels' blocks (see own_gemm). Process-wide like OpenBLAS's
-// thread count, which decides how many of them a product uses; made by set_threads when the
+// The rank's threads: the own kernels' blocks (see own_gemm) and every parallel loop of the
+// layers and the optimizer (parallel_parts, parallel_ranges), one pool so that the thread a
+// loop wakes is the one still watching after the last loop. Process-wide like OpenBLAS's
+// thread count, which decides how many of them a loop uses; made by set_threads when the
 // count first exceeds what it has, and never shrunk (ScopedThreads lowers the count for a
 // parallel region of a layer and raises it again after).
 std::unique_ptr<ThreadPool> g_pool;
+// The rank's thread budget (set_threads, ScopedThreads): the own kernels' blocks, the parallel
+// loops and, under kOpenBlas, OpenBLAS's threads. Under kOwn OpenBLAS stays on one thread (the
+// products it runs there must not depend on the thread count), whatever the budget.
+std::atomic<int> g_threads{1};
+// Processes of the job on this node (set_threads), which share its cores.
+std::atomic<int> g_processes_per_node{1};
+// How long the pool's threads watch for the next loop before they sleep, when they may spin
+// (spin_allowed): longer than the gaps between the loops of a step (the serial work between
+// two products), short enough that an idle rank gives its cores back soon.
+constexpr double kSpinS = 1e-3;
 
 // Scratch of the own kernels, per calling thread (Conv2d's parts call gemm concurrently, and
 // each pool thread computes its own block).
@@ -40,11 +51,6 @@ struct OwnScratch {
 thread_local OwnScratch own_scratch;
 
 using own::Op;
-
-// A block of C: rows [row0, row0 + rows), columns [col0, col0 + cols).
-struct Block {
-  int row0, rows, col0, cols;
-};
 
 // How C is cut into the blocks of the threads: along rows or columns, in units of `unit`
 // (the drivers' tile sizes, so that no thread gets a ragged tile inside its block). C's
@@ -61,6 +67,10 @@ struct Cut {
   int unit, extent;
   int units() const { return (extent + unit - 1) / unit; }
 };
+
+Op op_of(Trans trans_a, Trans trans_b) {
+  return trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
+}
 
 Cut cut_of(Op op, int m, int n, int threads) {
   constexpr int kSampleBlock = 64, kRowUnit = 8, kColumnUnit = 48;
@@ -112,9 +122,9 @@ void own_block(Op op, int m, int n, int k, const float* a, const float* b, float
 
 // Threads a parallel loop may take now: OpenBLAS's count, as far as the pool has them.
 int pool_threads() {
-  return g_pool
-             ? std::min<int>(openblas_get_num_threads(), static_cast<int>(g_pool->participants()))
-             : 1;
+  return g_pool ? std::min<int>(g_threads.load(std::memory_order_relaxed),
+                                static_cast<int>(g_pool->participants()))
+                : 1;
 }
 
 // C = op(A, B) on the own kernels, its blocks on the rank's threads (part 0 on the caller).
@@ -141,18 +151,17 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
   const bool own = g_kernels.load(std::memory_order_relaxed) == Kernels::kOwn;
   if (own && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
       own_kernels_take(trans_a, trans_b, m, n, k)) {
-    const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
-    own_gemm(op, m, n, k, a, b, c, beta == 1.0f);
+    own_gemm(op_of(trans_a, trans_b), m, n, k, a, b, c, beta == 1.0f);
     return;
   }
-  // Under kOwn the rest runs on OpenBLAS single-threaded: its threaded products are not
-  // bitwise those of one thread (dx = dy·W at 128 x 1024 x 1024 differs), and under kOwn no
-  // bit depends on the thread count. Otherwise OpenBLAS takes no more threads than the
-  // product has work for: on the mlp's 10-class layer, two were slower than one
-  // (bench/README-gemm.md, "Small products on one thread").
-  const int useful = own ? 1 : threads_for_work(m, n, k);
+  // Under kOwn the rest runs on OpenBLAS single-threaded (its count stays 1 there,
+  // apply_openblas_threads): its threaded products are not bitwise those of one thread (dx =
+  // dy·W at 128 x 1024 x 1024 differs), and under kOwn no bit depends on the thread count.
+  // Otherwise OpenBLAS takes no more threads than the product has work for: on the mlp's
+  // 10-class layer, two were slower than one (bench/README-gemm.md, "Small products on one
+  // thread").
   std::optional<ScopedThreads> fewer;
-  if (useful < threads()) fewer.emplace(useful);
+  if (!own && threads_for_work(m, n, k) < threads()) fewer.emplace(threads_for_work(m, n, k));
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
@@ -160,23 +169,95 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
               lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, beta, c, n);
 }
 
+bool products_in_loops() {
+  return kernels() == Kernels::kOwn;
+}
+
+Block gemm_block(int part, int parts, Trans trans_a, Trans trans_b, int m, int n, int k) {
+  if (m <= 0 || n <= 0 || part < 0 || part >= parts) return {};
+  if (!products_in_loops() || !own_kernels_take(trans_a, trans_b, m, n, k))
+    return part == 0 ? Block{0, m, 0, n} : Block{};
+  const Op op = op_of(trans_a, trans_b);
+  const Cut cut = cut_of(op, m, n, parts);
+  const int taken = parts_of(cut, m, n, k, parts);
+  return part < taken ? block_of(cut, part, taken, m, n) : Block{};
+}
+
+void gemm_block_product(const Block& block, Trans trans_a, Trans trans_b, int m, int n, int k,
+                        const float* a, const float* b, bool accumulate, float* c) {
+  if (block.empty()) return;
+  if (!products_in_loops())
+    throw Error("blas::gemm_block_product: products in loops need the own kernels (kOwn)");
+  if (own_kernels_take(trans_a, trans_b, m, n, k))
+    return own_block(op_of(trans_a, trans_b), m, n, k, a, b, c, accumulate, block);
+  if (block.row0 != 0 || block.rows != m || block.col0 != 0 || block.cols != n)
+    throw Error("blas::gemm_block_product: a product on OpenBLAS goes whole to one part");
+  gemm(trans_a, trans_b, m, n, k, 1.0f, a, b, accumulate ? 1.0f : 0.0f, c);
+}
+
 void gemm_row_stable(Trans trans_a, Trans trans_b, int m, int n, int k, const float* a,
                      const float* b, bool accumulate, float* c) {
   if (!own_kernels_supported())
     throw Error("gemm_row_stable: this CPU has neither AVX-512F nor AVX2 and FMA");
   if (m == 0 || n == 0) return;
-  const Op op = trans_b == Trans::kYes ? Op::kABt : trans_a == Trans::kYes ? Op::kAtB : Op::kAB;
-  own_gemm(op, m, n, k, a, b, c, accumulate);
+  own_gemm(op_of(trans_a, trans_b), m, n, k, a, b, c, accumulate);
 }
 
-void set_threads(int threads) {
+namespace {
+
+// The pool's threads spin while they wait (ThreadPool::set_spin_s) only where they take no
+// core from anybody of the job: every process's threads fit the node's cores, and the products
+// run on the own kernels (under OpenBLAS its own workers need the cores between our loops).
+void update_spin() {
+  if (!g_pool) return;
+  const long threads = static_cast<long>(g_pool->participants()) * g_processes_per_node.load();
+  const bool spin = kernels() == Kernels::kOwn && threads <= available_cores();
+  g_pool->set_spin_s(spin ? kSpinS : 0.0);
+}
+
+// OpenBLAS's own thread count: the budget under kOpenBlas, one under kOwn.
+void apply_openblas_threads() {
+  const int count = kernels() == Kernels::kOwn ? 1 : g_threads.load();
+  if (openblas_get_num_threads() != count) openblas_set_num_threads(count);
+}
+
+}  // namespace
+
+void set_threads(int threads, int processes_per_node) {
   threads = std::max(1, threads);
-  openblas_set_num_threads(threads);
+  if (processes_per_node > 0) g_processes_per_node.store(processes_per_node);
+  g_threads.store(threads);
+  apply_openblas_threads();
   if (threads > 1 && (!g_pool || static_cast<int>(g_pool->participants()) < threads))
     g_pool = std::make_unique<ThreadPool>(static_cast<std::size_t>(threads));
+  update_spin();
 }
 int threads() {
-  return openblas_get_num_threads();
+  return g_threads.load(std::memory_order_relaxed);
+}
+bool pool_spins() {
+  return g_pool && g_pool->spin_s() > 0.0;
+}
+PoolCounters pool_counters() {
+  if (!g_pool) return {};
+  const ThreadPool::Counters c = g_pool->counters();
+  return {c.loops, c.caller_wait_s};
+}
+
+std::size_t parallel_threads() {
+  return static_cast<std::size_t>(pool_threads());
+}
+
+void parallel_parts(std::size_t parts, PartFn fn, void* context) {
+  if (parts <= 1) {
+    if (parts == 1) fn(context, 0);
+    return;
+  }
+  if (!g_pool || parts > g_pool->participants())
+    throw UsageError("blas::parallel_parts: " + std::to_string(parts) + " parts but the rank has " +
+                     std::to_string(g_pool ? g_pool->participants() : 1) + " threads");
+  auto body = [&](std::size_t part) { fn(context, part); };
+  g_pool->run(parts, body);
 }
 
 void parallel_ranges(std::size_t n, std::size_t min_per_part, RangeFn fn, void* context) {
@@ -195,14 +276,11 @@ void parallel_ranges(std::size_t n, std::size_t min_per_part, RangeFn fn, void* 
   g_pool->run(parts, body);
 }
 
-ScopedThreads::ScopedThreads(int threads) : previous_(openblas_get_num_threads()) {
+ScopedThreads::ScopedThreads(int threads) : previous_(blas::threads()) {
   if (threads != previous_) set_threads(threads);
 }
 ScopedThreads::~ScopedThreads() {
-  if (openblas_get_num_threads() != previous_) set_threads(previous_);
-}
-std::string config() {
-  return openblas_get_config();
+  if (blas::threads() != previous_) set_threads(previous_);
 }
 
 // The products the own kernels were measured faster on (bench/README-gemm.md, "Where the own
@@ -268,6 +346,8 @@ void set_kernels(Kernels kernels) {
   if (kernels == Kernels::kOwn && !own_kernels_supported())
     throw UsageError("ringtrain's own GEMM kernels need a CPU with AVX-512F, or AVX2 and FMA");
   g_kernels.store(kernels, std::memory_order_relaxed);
+  apply_openblas_threads();
+  update_spin();
 }
 
 Kernels kernels() {
@@ -304,105 +384,6 @@ std::string kernels_warning() {
   return "warning: OpenBLAS on " + t + " threads per rank was measured slower on AVX-512 CPUs " +
          "than --gemm own, or " + t + " times as many ranks with --blas-threads 1 on the same " +
          "cores (bench/README-gemm.md, \"Threads\")";
-}
-
-namespace {
-
-// Instruction-set level of a kernel family or of the CPU: 3 AVX-512, 2 AVX2+FMA, 1 older.
-int level_of_core(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"})
-    if (name == avx512) return 3;
-  for (const char* avx2 : {"haswell", "zen", "skylake"})
-    if (name == avx2) return 2;
-  return 1;
-}
-
-int level_of_cpu() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return 3;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;
-  return 1;
-}
-
-constexpr const char* kChosenMarker = "RINGTRAIN_BLAS_CORETYPE_CHOSEN";
-constexpr const char* kTimeoutMarker = "RINGTRAIN_BLAS_THREAD_TIMEOUT_SET";
-constexpr const char* kReexecMarker = "RINGTRAIN_BLAS_REEXECUTED";
-// 2^4 cycles, OpenBLAS's least: a worker whose product has ended sleeps at once instead of
-// spinning for 2^28 cycles (~0.1 s, the default) on a core that the framework's own
-// ThreadPool parts (Conv2d, the optimizer) need next, which makes the SGD update markedly
-// faster at 2 threads (bench/README-gemm.md, "Idle OpenBLAS threads"). A product now wakes
-// its workers (a futex wake, microseconds).
-constexpr const char* kThreadTimeout = "4";
-
-}  // namespace
-
-std::string core_name() {
-  const char* name = openblas_get_corename();
-  return name ? name : "unknown";
-}
-
-std::string better_core_type() {
-  const int cpu = level_of_cpu();
-  if (cpu <= level_of_core(core_name())) return "";
-  return cpu == 3 ? "SkylakeX" : "Haswell";
-}
-
-void reexec_with_better_core(char** argv) {
-  if (std::getenv(kReexecMarker)) return;  // this is the re-executed program
-  const char* policy = std::getenv("RINGTRAIN_BLAS_CORETYPE");
-  const bool keep_core = policy && std::string(policy) == "keep";
-  const std::string better =
-      keep_core || std::getenv("OPENBLAS_CORETYPE") ? std::string() : better_core_type();
-  const bool set_timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr;
-  if (better.empty() && !set_timeout) return;
-  const std::string fallback = core_name();
-  bool ok = setenv(kReexecMarker, "1", 1) == 0;
-  if (ok && !better.empty())
-    ok = setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0 &&
-         setenv(kChosenMarker, fallback.c_str(), 1) == 0;
-  if (ok && set_timeout)
-    ok = setenv("OPENBLAS_THREAD_TIMEOUT", kThreadTimeout, 1) == 0 &&
-         setenv(kTimeoutMarker, "1", 1) == 0;
-  if (ok) execv("/proc/self/exe", argv);
-  // setenv or exec failed: carry on with what the library loaded (core_report says so).
-  for (const char* name : {kReexecMarker, kChosenMarker, kTimeoutMarker}) unsetenv(name);
-  if (!better.empty()) unsetenv("OPENBLAS_CORETYPE");
-  if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
-}
-
-std::string core_report() {
-  std::string report = "OpenBLAS kernels " + core_name();
-  if (const char* fallback = std::getenv(kChosenMarker))
-    report += std::string(" (OPENBLAS_CORETYPE set by ringtrain: OpenBLAS took this CPU for ") +
-              fallback + "; RINGTRAIN_BLAS_CORETYPE=keep turns this off)";
-  else if (const std::string better = better_core_type(); !better.empty()) {
-    report += " (slow: this CPU supports " + better;
-    if (const char* pinned = std::getenv("OPENBLAS_CORETYPE"))
-      report += std::string("; OPENBLAS_CORETYPE=") + pinned +
-                " in the environment chose these: unset it, or set it to " + better + ")";
-    else
-      report += "; set OPENBLAS_CORETYPE=" + better + ")";
-  }
-  // OpenBLAS sizes some blocks from this: worth a line when a machine pins it (its effect:
-  // bench/README-dp.md, "OpenBLAS pins in the environment").
-  if (const char* l2 = std::getenv("OPENBLAS_L2_SIZE"))
-    report += std::string("; OPENBLAS_L2_SIZE=") + l2 + " in the environment";
-  const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");
-  if (std::getenv(kTimeoutMarker) && timeout)
-    report += std::string("; idle OpenBLAS threads sleep: OPENBLAS_THREAD_TIMEOUT=") + timeout;
-  return report;
-}
-
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  const int n = CPU_COUNT(&set);
-  return n > 0 ? n : 1;
 }
 
 }  // namespace ringtrain::blas

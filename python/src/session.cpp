@@ -72,7 +72,9 @@ void set_blas(int threads, const std::string& kernels) {
 void ensure_blas() {
   if (g_blas_set) return;
   const int per_node = std::max(1, world()->comm().ranks_per_node());
-  set_blas(std::max(1, blas::available_cores() / per_node), "auto");
+  const int threads = std::max(1, blas::available_cores() / per_node);
+  blas::set_threads(threads, per_node);  // the ranks sharing the node (the pool's waits)
+  set_blas(threads, "auto");
 }
 
 void set_reader_executable(const std::string& path) {

@@ -8,6 +8,7 @@
 //
 // Its own main (gemm_main.cpp): on a CPU with neither AVX-512F nor AVX2 and FMA nothing here
 // can run, and the binary exits 77, which ctest reports as skipped (not as passed).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -202,26 +203,30 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
   REQUIRE(routes_seen.second >= 3);
 }
 
+using blas::Trans;
+
+// Products cut over threads: odd sizes, so blocks end inside tiles; y = x·Wᵀ at 130 samples
+// is cut by sample blocks (3 of 64), at 70 samples by columns at 3 threads and by samples at
+// 2; dW by rows of 8, dx by columns of 48.
+struct ThreadedCall {
+  Op op;
+  Trans ta, tb;
+  int m, n, k;
+};
+std::vector<ThreadedCall> threaded_calls() {
+  return {{Op::kABt, Trans::kNo, Trans::kYes, 130, 1001, 777},
+          {Op::kABt, Trans::kNo, Trans::kYes, 70, 1001, 777},
+          {Op::kAtB, Trans::kYes, Trans::kNo, 1001, 777, 97},
+          {Op::kAB, Trans::kNo, Trans::kNo, 61, 1001, 333}};
+}
+
 TEST_CASE("blas::gemm: the own kernels give the same bits at 1, 2 and 3 threads", "[gemm]") {
   // Each thread computes a block of whole elements of C, so the bits cannot depend on the
-  // thread count. Odd sizes, so blocks end inside tiles; y = x·Wᵀ at 130 samples is cut by
-  // sample blocks (3 of 64), at 70 samples by columns at 3 threads and by samples at 2.
+  // thread count.
   KernelsGuard guard;
   blas::set_kernels(blas::Kernels::kOwn);
   std::mt19937 rng(13);
-  using blas::Trans;
-  struct Call {
-    Op op;
-    Trans ta, tb;
-    int m, n, k;
-  };
-  const std::vector<Call> calls = {
-      {Op::kABt, Trans::kNo, Trans::kYes, 130, 1001, 777},
-      {Op::kABt, Trans::kNo, Trans::kYes, 70, 1001, 777},
-      {Op::kAtB, Trans::kYes, Trans::kNo, 1001, 777, 97},
-      {Op::kAB, Trans::kNo, Trans::kNo, 61, 1001, 333},
-  };
-  for (const Call& call : calls)
+  for (const ThreadedCall& call : threaded_calls())
     for (bool accumulate : {false, true}) {
       INFO(name_of(call.op) << " m=" << call.m << " n=" << call.n << " k=" << call.k
                             << " accumulate=" << accumulate);
@@ -236,6 +241,42 @@ TEST_CASE("blas::gemm: the own kernels give the same bits at 1, 2 and 3 threads"
         blas::gemm(call.ta, call.tb, call.m, call.n, call.k, 1.0f, p.a.data(), p.b.data(),
                    accumulate ? 1.0f : 0.0f, c.data());
         const bool same_bits = c == whole;
+        REQUIRE(same_bits);
+      }
+    }
+}
+
+TEST_CASE("blas::gemm_block: the parts of a loop cover C once and give gemm's bits", "[gemm]") {
+  // A layer's products inside one parallel loop (linear.cpp): part p of P computes
+  // gemm_block(p, P) with gemm_block_product. The blocks tile C exactly, and the result is
+  // blas::gemm's at any P, also for a product the own kernels do not take (part 0, whole).
+  KernelsGuard guard;
+  blas::set_kernels(blas::Kernels::kOwn);
+  std::mt19937 rng(14);
+  std::vector<ThreadedCall> calls = threaded_calls();
+  calls.push_back({Op::kABt, Trans::kNo, Trans::kYes, 64, 10, 1024});  // OpenBLAS: part 0 whole
+  calls.push_back({Op::kAB, Trans::kNo, Trans::kNo, 50, 64, 10});      // work for one part only
+  for (const ThreadedCall& call : calls)
+    for (bool accumulate : {false, true}) {
+      const Product p = random_product(call.op, call.m, call.n, call.k, rng);
+      std::vector<float> want = p.c;
+      blas::gemm(call.ta, call.tb, call.m, call.n, call.k, 1.0f, p.a.data(), p.b.data(),
+                 accumulate ? 1.0f : 0.0f, want.data());
+      for (int parts = 1; parts <= 3; ++parts) {
+        INFO(name_of(call.op) << " m=" << call.m << " n=" << call.n << " k=" << call.k
+                              << " accumulate=" << accumulate << ", " << parts << " parts");
+        std::vector<int> covered(p.c.size(), 0);
+        std::vector<float> c = p.c;
+        for (int part = 0; part < parts; ++part) {
+          const blas::Block b =
+              blas::gemm_block(part, parts, call.ta, call.tb, call.m, call.n, call.k);
+          for (int i = b.row0; i < b.row0 + b.rows; ++i)
+            for (int j = b.col0; j < b.col0 + b.cols; ++j) ++covered[std::size_t(i) * call.n + j];
+          blas::gemm_block_product(b, call.ta, call.tb, call.m, call.n, call.k, p.a.data(),
+                                   p.b.data(), accumulate, c.data());
+        }
+        REQUIRE(std::all_of(covered.begin(), covered.end(), [](int k) { return k == 1; }));
+        const bool same_bits = c == want;
         REQUIRE(same_bits);
       }
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -66,9 +67,55 @@ TEST_CASE("ThreadPool: each part once per run, on its own thread", "[thread_pool
   }
 }
 
+TEST_CASE("ThreadPool: spinning waits: each part once per run, on its own thread",
+          "[thread_pool]") {
+  // Workers and the caller watch for the next loop (or its end) before they sleep; loops that
+  // come quickly, one after another, and loops after the watch has given up both run whole.
+  for (std::size_t participants = 2; participants <= 4; ++participants) {
+    INFO("participants " << participants);
+    ThreadPool pool(participants);
+    pool.set_spin_s(1e-3);
+    REQUIRE(pool.spin_s() > 0.0);
+    check_runs(pool, 2000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // every worker asleep again
+    check_runs(pool, 10);
+    pool.set_spin_s(0.0);  // and back to sleeping at once
+    check_runs(pool, 100);
+  }
+}
+
+TEST_CASE("ThreadPool: counters count the loops on several threads", "[thread_pool]") {
+  ThreadPool pool(3);
+  auto nothing = [](std::size_t) {};
+  for (std::size_t parts : {0, 1, 2, 3, 3}) pool.run(parts, nothing);
+  REQUIRE(pool.counters().loops == 3);  // a loop of one part runs on the caller alone
+  REQUIRE(pool.counters().caller_wait_s >= 0.0);
+}
+
+TEST_CASE(
+    "blas: the pool spins only where every process's threads have cores, under the own kernels",
+    "[thread_pool]") {
+  const int cores = ringtrain::blas::available_cores();
+  const auto previous = ringtrain::blas::kernels();
+  for (auto kernels : {ringtrain::blas::Kernels::kOwn, ringtrain::blas::Kernels::kOpenBlas}) {
+    if (kernels == ringtrain::blas::Kernels::kOwn && !ringtrain::blas::own_kernels_supported())
+      continue;
+    ringtrain::blas::set_kernels(kernels);
+    for (int processes : {1, 2, 3}) {
+      ringtrain::blas::set_threads(2, processes);
+      INFO("processes " << processes << ", cores " << cores);
+      const bool fit = 2 * processes <= cores;
+      REQUIRE(ringtrain::blas::pool_spins() == (fit && kernels == ringtrain::blas::Kernels::kOwn));
+    }
+  }
+  ringtrain::blas::set_threads(1, 1);
+  ringtrain::blas::set_kernels(previous);
+}
+
 TEST_CASE("ThreadPool: a part's exception comes back from run(), and the pool goes on",
           "[thread_pool]") {
   ThreadPool pool(3);
+  pool.set_spin_s(GENERATE(0.0, 1e-3));
   for (std::size_t thrower = 0; thrower < 3; ++thrower) {
     std::atomic<int> ended = 0;
     auto body = [&](std::size_t part) {

@@ -124,8 +124,7 @@ Shape Conv2d::plan(const Shape& input, std::size_t max_batch) {
       ws.winograd_du.assign(winograd::kPoints * out_c_ * in_c_, 0.0f);
     }
   }
-  const std::size_t pool_threads = std::min(threads, parts_.size());
-  pool_ = pool_threads > 1 ? std::make_unique<ThreadPool>(pool_threads) : nullptr;
+  threads_ = std::min(threads, parts_.size());
   return {out_c_, ho_, wo_};
 }
 
@@ -162,15 +161,14 @@ void Conv2d::for_each_part(std::size_t n, std::size_t parts, Body&& body) {
     for (std::size_t p = t * parts / threads; p < (t + 1) * parts / threads; ++p)
       body(p, p * n / parts, (p + 1) * n / parts);
   };
-  const std::size_t budget = std::size_t(std::max(1, blas::threads()));
-  const std::size_t threads = pool_ ? std::min({pool_->participants(), budget, parts}) : 1;
+  const std::size_t threads = std::min({threads_, blas::parallel_threads(), parts});
   if (threads <= 1) {
     run_parts(0, 1);
     return;
   }
   auto run_thread = [&](std::size_t t) { run_parts(t, threads); };
   blas::ScopedThreads single(1);
-  pool_->run(threads, run_thread);
+  blas::parallel_parts(threads, run_thread);
 }
 
 // image: (C, H, W) -> col: (C·k·k, Ho·Wo), through padded: (C, H + 2p, W + 2p) + kChunk.

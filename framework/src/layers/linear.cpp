@@ -35,6 +35,15 @@ void Linear::bind(const LayerBinding& binding) {
 
 namespace {
 
+// The leading parts of `threads` whose block (block_of(p)) is not empty: the parts a loop
+// needs (a product the own kernels do not take goes whole to part 0), at least one.
+template <typename BlockOf>
+int parts_with_work(int threads, BlockOf&& block_of) {
+  int parts = 0;
+  while (parts < threads && !block_of(parts).empty()) ++parts;
+  return std::max(parts, 1);
+}
+
 // C = op(A)·op(B), or C += it, on blas::gemm or on blas::gemm_row_stable.
 void product(bool row_stable, blas::Trans trans_a, blas::Trans trans_b, std::size_t m,
              std::size_t n, std::size_t k, const float* a, const float* b, bool accumulate,
@@ -49,6 +58,7 @@ void product(bool row_stable, blas::Trans trans_a, blas::Trans trans_b, std::siz
 void Linear::forward(std::span<const float> x, std::span<float> y, std::size_t n,
                      const StepContext& ctx) {
   const std::size_t m = ctx.exact_micro_batch;
+  if (m == 0 && in_loop()) return forward_loop(x.data(), y.data(), n);
   if (m == 0 || ctx.exact_row_stable) return forward_rows(x.data(), y.data(), n, m > 0);
   for (std::size_t first = 0; first < n; first += m)  // exact, per micro-batch
     forward_rows(x.data() + first * in_, y.data() + first * out_, std::min(m, n - first), false);
@@ -59,6 +69,7 @@ void Linear::backward(std::span<const float> x, std::span<const float> /*y*/,
                       const StepContext& ctx) {
   float* dx_rows = dx.empty() ? nullptr : dx.data();  // null: the input gradient is not needed
   if (ctx.exact_micro_batch > 0) return backward_exact(x.data(), dy.data(), dx_rows, n, ctx);
+  if (n > 0 && in_loop()) return backward_loop(x.data(), dy.data(), dx_rows, n, ctx);
   weight_gradient(x.data(), dy.data(), n, grad_weight_.data(), grad_bias_.data());
   if (dx_rows == nullptr) return;
   poll_communication(ctx);  // between the two products: rings in flight move
@@ -162,6 +173,68 @@ void Linear::weight_gradient(const float* x, const float* dy, std::size_t n, flo
     const float* row = dy + i * out_;
     for (std::size_t o = 0; o < out_; ++o) db[o] += row[o];
   }
+}
+
+// One loop on the rank's threads per pass (blas::products_in_loops) instead of one per
+// product, with the elementwise work in the same loop. Each part computes the block of each
+// product that blas::gemm would give its thread (blas::gemm_block), so the bits are those of
+// forward_rows, weight_gradient and input_gradient at any thread count.
+bool Linear::in_loop() const {
+  return blas::products_in_loops() && blas::parallel_threads() > 1;
+}
+
+// Part p: y's block = 1 · b (its columns of b on its rows), then += x · Wᵀ on it.
+void Linear::forward_loop(const float* x, float* y, std::size_t n) {
+  using blas::Trans;
+  const int threads = static_cast<int>(blas::parallel_threads()), rows = int(n), out = int(out_);
+  auto block_of = [&](int p) {
+    return blas::gemm_block(p, threads, Trans::kNo, Trans::kYes, rows, out, int(in_));
+  };
+  auto part = [&](std::size_t p) {
+    const blas::Block blk = block_of(int(p));
+    for (int r = blk.row0; r < blk.row0 + blk.rows; ++r)
+      std::copy_n(bias_.begin() + blk.col0, blk.cols,
+                  y + std::size_t(r) * out_ + std::size_t(blk.col0));
+    blas::gemm_block_product(blk, Trans::kNo, Trans::kYes, rows, out, int(in_), x, weight_.data(),
+                             true, y);
+  };
+  blas::parallel_parts(parts_with_work(threads, block_of), part);
+}
+
+// Part p: its rows of dW = dyᵀ·x, the same rows of db (each element summed over the samples in
+// order, as weight_gradient does), then (with dx) its block of dx = dy·W. Part 0, on the
+// caller, polls the communication between the two products.
+void Linear::backward_loop(const float* x, const float* dy, float* dx, std::size_t n,
+                           const StepContext& ctx) {
+  using blas::Trans;
+  const int threads = static_cast<int>(blas::parallel_threads());
+  const int rows = int(n), in = int(in_), out = int(out_);
+  auto dw_block = [&](int p) {
+    return blas::gemm_block(p, threads, Trans::kYes, Trans::kNo, out, in, rows);
+  };
+  auto dx_block = [&](int p) {
+    return dx ? blas::gemm_block(p, threads, Trans::kNo, Trans::kNo, rows, in, out) : blas::Block{};
+  };
+  const int parts =
+      std::max(parts_with_work(threads, dw_block), parts_with_work(threads, dx_block));
+  // db's elements: dW's rows where dW is cut by rows over these parts, else near-equal ranges
+  const bool db_with_dw = parts_with_work(threads, dw_block) == parts && dw_block(0).rows < out;
+  auto part = [&](std::size_t p) {
+    const blas::Block dw = dw_block(int(p));
+    blas::gemm_block_product(dw, Trans::kYes, Trans::kNo, out, in, rows, dy, x, false,
+                             grad_weight_.data());
+    const auto share = [&](std::size_t q) { return q * out_ / std::size_t(parts); };
+    const std::size_t o0 = db_with_dw ? std::size_t(dw.row0) : share(p);
+    const std::size_t o1 = db_with_dw ? o0 + std::size_t(dw.rows) : share(p + 1);
+    float* db = grad_bias_.data();
+    std::fill(db + o0, db + o1, 0.0f);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t o = o0; o < o1; ++o) db[o] += dy[i * out_ + o];
+    if (p == 0) poll_communication(ctx);
+    blas::gemm_block_product(dx_block(int(p)), Trans::kNo, Trans::kNo, rows, in, out, dy,
+                             weight_.data(), false, dx);
+  };
+  blas::parallel_parts(std::size_t(parts), part);
 }
 
 // dx = dy · W   (n, in)

@@ -16,13 +16,12 @@ namespace ringtrain {
 Optimizer::Optimizer(std::size_t num_elements) : num_elements_(num_elements) {
   const std::size_t threads = std::size_t(std::max(1, blas::threads()));
   planned_parts_ = std::max<std::size_t>(1, std::min(threads, num_elements / kMinPartElements));
-  if (planned_parts_ > 1) pool_ = std::make_unique<ThreadPool>(planned_parts_);
 }
 
 Optimizer::~Optimizer() = default;
 
 std::size_t Optimizer::parts_now(std::size_t n) const {
-  const std::size_t budget = std::size_t(std::max(1, blas::threads()));
+  const std::size_t budget = blas::parallel_threads();
   return std::max<std::size_t>(1, std::min({planned_parts_, budget, n / kMinPartElements}));
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -56,10 +57,37 @@ void gemm_row_stable(Trans trans_a, Trans trans_b, int m, int n, int k, const fl
                      const float* b, bool accumulate, float* c);
 
 // Threads the BLAS may use in this process (cores per node / ranks per node): OpenBLAS's
-// count, and the threads that compute the own kernels' blocks (made here, kept for the
-// process's life).
-void set_threads(int threads);
+// count, and the rank's threads that compute the own kernels' blocks and the parallel loops
+// below (one pool, made here, kept for the process's life). processes_per_node: the job's
+// processes on this node, which share its cores (0: as the last call said; 1 at first). The
+// pool's threads watch for the next loop for a while before they sleep (ThreadPool) only when
+// pool threads x processes fit the cores and the products run on the own kernels; under
+// OpenBLAS its own workers need the cores between the loops.
+void set_threads(int threads, int processes_per_node = 0);
 int threads();
+// Whether the pool's threads spin while they wait (the rule above), for banners and benches.
+bool pool_spins();
+// The pool's loops on more than one thread so far, and the calling thread's time spent
+// waiting for the others to end their parts (ThreadPool::Counters); zeros without a pool.
+struct PoolCounters {
+  std::uint64_t loops = 0;
+  double caller_wait_s = 0.0;
+};
+PoolCounters pool_counters();
+
+// A parallel loop on the rank's threads: body(part) for part in [0, parts), part 0 on the
+// caller, part p always on the same thread; returns when all have ended (an exception of a
+// part comes back from here after they all did). parts may exceed parallel_threads() (a
+// layer that lowered the BLAS count for its region with ScopedThreads) but not the threads
+// set_threads made (UsageError). Not from inside a part of another loop.
+std::size_t parallel_threads();  // threads a loop may take now: threads(), as far as made
+using PartFn = void (*)(void* context, std::size_t part);
+void parallel_parts(std::size_t parts, PartFn fn, void* context);
+template <typename Body>
+void parallel_parts(std::size_t parts, Body& body) {
+  parallel_parts(
+      parts, [](void* context, std::size_t part) { (*static_cast<Body*>(context))(part); }, &body);
+}
 
 // Elementwise loops on the same threads: body(begin, end) over [0, n) cut into contiguous
 // ranges, at most threads() of them and none shorter than min_per_part elements (waking a
@@ -79,8 +107,26 @@ void parallel_ranges(std::size_t n, std::size_t min_per_part, Body& body) {
       &body);
 }
 
-// Sets OpenBLAS's thread count for the lifetime of the guard and restores the previous count
-// after. A layer that runs its own threads (one per part of the batch) holds
+// Products inside a parallel loop (parallel_parts), for a layer that puts a pass's products
+// and their elementwise work (bias, its sum) into one loop instead of a loop per product:
+// part p of P computes the block of C that gemm() gives thread p of P threads (gemm_block),
+// so the bits are gemm()'s. Only where products_in_loops(): under kOwn, where no product's
+// bits depend on the thread count; a product the own kernels do not take goes whole to part
+// 0, on OpenBLAS (single-threaded under kOwn).
+bool products_in_loops();
+// Rows [row0, row0 + rows) x columns [col0, col0 + cols) of C; empty when rows or cols is 0.
+struct Block {
+  int row0 = 0, rows = 0, col0 = 0, cols = 0;
+  bool empty() const { return rows == 0 || cols == 0; }
+};
+Block gemm_block(int part, int parts, Trans trans_a, Trans trans_b, int m, int n, int k);
+// That block of C = op(A)·op(B) (accumulate: C +=), on the calling thread.
+void gemm_block_product(const Block& block, Trans trans_a, Trans trans_b, int m, int n, int k,
+                        const float* a, const float* b, bool accumulate, float* c);
+
+// Sets the thread budget (threads(); OpenBLAS's count under kOpenBlas) for the lifetime of
+// the guard and restores the previous budget after. A layer that runs its own threads (one
+// per part of the batch) holds
 // ScopedThreads(1) around that parallel region, so each of its threads calls the BLAS
 // single-threaded and the rank never runs more threads than its budget. The setting is
 // process-wide: only valid while no other thread of the process is inside a BLAS call

@@ -41,7 +41,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
                                             : ""),
       watchdog_(comm.rank(), config.watchdog_s > 0 ? config.watchdog_s : kWatchdogFloorS,
                 recorded_then(std::move(on_stuck), comm.rank(), run_dir_path_)) {
-  blas::set_threads(plan_.blas_threads);
+  blas::set_threads(plan_.blas_threads, std::max(1, comm.ranks_per_node()));
   blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
   // Before any evaluation, no MSE is the best yet (a resume restores the stored best).
   if (data.info.regression()) counters_.best_test_metric = INFINITY;

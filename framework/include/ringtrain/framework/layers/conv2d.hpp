@@ -16,7 +16,7 @@
 //
 // Parallelism: the batch is cut into P = min(kParts, n) contiguous parts of samples, whatever
 // the thread count. The parts run on the rank's threads (blas::threads() at plan(), capped by
-// blas::threads() at the call and by P; a pool planned once), each thread its run of
+// blas::threads() at the call and by P; blas::parallel_parts), each thread its run of
 // consecutive parts, calling the BLAS single-threaded; a part's partial dW, db go to its own
 // buffers and are summed in part order 0, 1, ..., P-1. So every thread count computes the
 // same sums: bitwise the same results at 1, 2 or 3 threads. Threads beyond kParts add nothing
@@ -52,7 +52,6 @@
 
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/layers/winograd.hpp"
-#include "ringtrain/framework/thread_pool.hpp"
 
 namespace ringtrain {
 
@@ -121,15 +120,15 @@ class Conv2d final : public Layer {
 
   std::size_t in_c_, out_c_, k_, stride_, pad_;
   std::size_t h_ = 0, w_ = 0, ho_ = 0, wo_ = 0;
-  std::size_t patch_ = 0;             // C·k·k: rows of a column matrix
-  std::size_t pixels_ = 0;            // Ho·Wo: columns of a column matrix
-  bool identity_col_ = false;         // 1x1 kernel, stride 1, no padding: col_i is x_i itself
-  Algorithm algorithm_;               // as asked
-  bool winograd_ = false;             // Winograd F(4x4, 5x5) (decided in the constructor)
+  std::size_t patch_ = 0;      // C·k·k: rows of a column matrix
+  std::size_t pixels_ = 0;     // Ho·Wo: columns of a column matrix
+  bool identity_col_ = false;  // 1x1 kernel, stride 1, no padding: col_i is x_i itself
+  Algorithm algorithm_;        // as asked
+  bool winograd_ = false;      // Winograd F(4x4, 5x5) (decided in the constructor)
   winograd::Geometry winograd_geometry_;
   std::vector<float> u_;              // (64, O, C): the transformed filters of the last forward
   std::vector<PartWorkspace> parts_;  // one per part
-  std::unique_ptr<ThreadPool> pool_;  // null when one thread was planned
+  std::size_t threads_ = 1;           // threads planned for the parts
   std::span<float> weight_, bias_, grad_weight_, grad_bias_;
 };
 

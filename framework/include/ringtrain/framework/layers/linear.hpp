@@ -38,6 +38,11 @@ class Linear final : public Layer {
   double forward_flops_per_sample() const override { return 2.0 * in_ * out_; }
 
  private:
+  // Whether forward and backward run as one loop each on the rank's threads (linear.cpp).
+  bool in_loop() const;
+  void forward_loop(const float* x, float* y, std::size_t n);
+  void backward_loop(const float* x, const float* dy, float* dx, std::size_t n,
+                     const StepContext& ctx);
   // y of n rows; row_stable: on blas::gemm_row_stable, else blas::gemm.
   void forward_rows(const float* x, float* y, std::size_t n, bool row_stable);
   // dW (out x in), db (out) of n rows into dw, db.

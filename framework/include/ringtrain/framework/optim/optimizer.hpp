@@ -15,9 +15,10 @@
 //
 // Threads: the same property splits one update over the rank's threads. An optimizer built
 // while the BLAS budget is T threads (blas::threads()) cuts each piece it updates
-// into up to T contiguous parts (at least kMinPartElements each) and updates them on a pool
-// planned at construction. Every element's update reads and writes only that element, so
-// the result is bitwise the same for every thread count.
+// into up to T contiguous parts (at least kMinPartElements each) and updates them on the
+// rank's threads (blas::parallel_parts, the pool the layers use). Every element's update
+// reads and writes only that element, so the result is bitwise the same for every thread
+// count.
 //
 // Vocabulary: p params, g grad, lr learning rate (passed to every step, so a schedule
 // lives outside), t the step count (1 on the first step), state = per-element buffers
@@ -31,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "ringtrain/framework/thread_pool.hpp"
+#include "ringtrain/framework/blas.hpp"
 
 namespace ringtrain {
 
@@ -111,15 +112,12 @@ class Optimizer {
     auto run_part = [&](std::size_t p) {
       update(range_begin(p, parts, n), range_begin(p + 1, parts, n));
     };
-    if (parts <= 1)
-      run_part(0);
-    else
-      pool_->run(parts, run_part);
+    blas::parallel_parts(parts, run_part);
   }
 
  private:
-  // Smallest part worth a thread: waking a worker costs some microseconds, updating
-  // 64 Ki elements some tens.
+  // Smallest part worth a thread: starting a part on another thread costs some
+  // microseconds, updating 64 Ki elements some tens.
   static constexpr std::size_t kMinPartElements = 64 * 1024;
   // Parts for a piece of n elements: planned, within the BLAS budget now, >= 64 Ki each.
   std::size_t parts_now(std::size_t n) const;
@@ -130,7 +128,6 @@ class Optimizer {
   std::size_t num_elements_;
   std::uint64_t step_count_ = 0;
   std::size_t planned_parts_ = 1;
-  std::unique_ptr<ThreadPool> pool_;  // null when one part was planned
 };
 
 // Throws UsageError naming the field, its value and the allowed range, for an unknown name
