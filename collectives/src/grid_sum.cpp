@@ -3,8 +3,6 @@
 // ranks, one rounding back to float32.
 #include "ringtrain/collectives/grid_sum.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -12,6 +10,7 @@
 #include <string>
 
 #include "exact_words.hpp"
+#include "grid_words.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 
@@ -21,8 +20,6 @@ namespace {
 
 using exact_words::ExponentScan;
 using exact_words::has_avx2;
-using exact_words::kMagic;
-using exact_words::kMagicBits;
 using exact_words::Layout;
 
 // The power E of a block whose largest exponent field is `field` (grid_sum.hpp).
@@ -38,121 +35,39 @@ int precision_of(std::int64_t n) {
   return GridSum::kWordBits - bits;
 }
 
-// words[i] (+)= round(x_i · scale), to nearest, ties to even. scale = 2^-g makes the product
-// exact and below 2^p <= 2^51 in magnitude (|x| < 2^E, g = E − p), where the magic constant
-// rounds it.
-// kFirst: the first term writes the words, so they need no clearing.
-template <bool kFirst>
-[[gnu::always_inline]] inline void convert_loop(const float* x, std::size_t n, double scale,
-                                                std::int64_t* words) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const double t = static_cast<double>(x[i]) * scale + kMagic;
-    const std::int64_t q = std::bit_cast<std::int64_t>(t) - kMagicBits;
-    words[i] = kFirst ? q : words[i] + q;
-  }
+// The conversions' copy for this CPU (grid_words.hpp: portable, AVX2, AVX-512; the same bits).
+grid_words::Isa words_isa() {
+  return grid_words::widest();
 }
 
 // words[i] (+)= Σ_t round(x_t[i] · scale) for a fixed block's `count` terms, whose pieces lie
 // `stride` floats apart (x_t = x + t · stride); `first`: the words hold nothing yet. Also checks
 // |x| < limit (2^E, or +Inf for E = 128) on the way: returns false if some x is not below it
-// (a NaN included), and add_pieces then looks closer. Each term's bits x·scale + kMagic hold
-// q + kMagicBits in their low bits; the bits are summed as unsigned words (wrapping) and
-// count · kMagicBits is taken off once per element: the result is the exact Σ q, which fits in
-// an int64. The product x·scale is exact, so a fused multiply-add gives the bits of the
-// multiply and the add.
-bool convert_terms_loop(const float* x, std::size_t stride, std::size_t count, std::size_t n,
-                        double scale, float limit, bool first, std::int64_t* words) {
-  const std::uint64_t magic = static_cast<std::uint64_t>(count) * std::uint64_t(kMagicBits);
-  bool inside = true;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t sum = first ? 0 : static_cast<std::uint64_t>(words[i]);
-    for (std::size_t t = 0; t < count; ++t) {
-      const float v = x[t * stride + i];
-      inside &= std::fabs(v) < limit;
-      sum += std::bit_cast<std::uint64_t>(static_cast<double>(v) * scale + kMagic);
-    }
-    words[i] = static_cast<std::int64_t>(sum - magic);
-  }
-  return inside;
+// (a NaN included), and add_pieces then looks closer.
+bool add_terms_on_grid(const float* x, std::size_t stride, std::size_t count, std::size_t n,
+                       double scale, float limit, bool first, std::int64_t* words) {
+  return grid_words::add_terms(words_isa(), x, stride, count, n, scale, limit, first, words);
 }
 
-// convert_terms_loop with AVX2 and FMA, eight elements at a time, their words kept in two
-// registers while every term is added (the words are loaded and stored once, not per term).
-[[gnu::target("avx2,fma")]] bool convert_terms_avx2(const float* x, std::size_t stride,
-                                                    std::size_t count, std::size_t n, double scale,
-                                                    float limit, bool first, std::int64_t* words) {
-  const __m256d scales = _mm256_set1_pd(scale), magics = _mm256_set1_pd(kMagic);
-  const __m256i magic_sum = _mm256_set1_epi64x(
-      static_cast<std::int64_t>(static_cast<std::uint64_t>(count) * std::uint64_t(kMagicBits)));
-  const __m256 limits = _mm256_set1_ps(limit);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 outside = _mm256_setzero_ps();  // lanes where |x| < limit failed (NaN included)
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    auto* w = reinterpret_cast<__m256i_u*>(words + i);
-    __m256i low = first ? _mm256_setzero_si256() : _mm256_loadu_si256(w);
-    __m256i high = first ? _mm256_setzero_si256() : _mm256_loadu_si256(w + 1);
-    for (std::size_t t = 0; t < count; ++t) {
-      const __m256 v = _mm256_loadu_ps(x + t * stride + i);
-      outside =
-          _mm256_or_ps(outside, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), limits, _CMP_NLT_UQ));
-      const __m256d v_low = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-      const __m256d v_high = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-      low = _mm256_add_epi64(low, _mm256_castpd_si256(_mm256_fmadd_pd(v_low, scales, magics)));
-      high = _mm256_add_epi64(high, _mm256_castpd_si256(_mm256_fmadd_pd(v_high, scales, magics)));
-    }
-    _mm256_storeu_si256(w, _mm256_sub_epi64(low, magic_sum));
-    _mm256_storeu_si256(w + 1, _mm256_sub_epi64(high, magic_sum));
-  }
-  const bool tail_inside =
-      convert_terms_loop(x + i, stride, count, n - i, scale, limit, first, words + i);
-  return tail_inside && _mm256_movemask_ps(outside) == 0;
+// words[i] (+)= round(x_i · scale) for one kept term (no bound to check).
+void add_on_grid(const float* x, std::size_t n, double scale, bool first, std::int64_t* words) {
+  grid_words::add_terms(words_isa(), x, n, 1, n, scale, std::numeric_limits<float>::infinity(),
+                        first, words);
 }
 
 // out[i] <- float32(words[i] · 2^g), rounded once: |words[i]| <= 2^51, so the word and its
 // scaled value are exact doubles (no double reaches the range's ends: |g| <= 190), and the
 // conversion to float32 is the only rounding, subnormal and overflowing results included.
-[[gnu::always_inline]] inline void round_loop(const std::int64_t* words, std::size_t n, int grid,
-                                              float* out) {
-  const double scale = std::ldexp(1.0, grid);
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = static_cast<float>(exact_words::word_to_double(words[i]) * scale);
+void round_words(const std::int64_t* words, std::size_t n, int grid, float* out) {
+  grid_words::round(words_isa(), words, n, grid, out);
 }
 
-// The loops compiled for AVX2 as well, chosen at run time; every operation is exact or
-// correctly rounded, so both copies give the same bits.
-template <bool kFirst>
-[[gnu::target("avx2")]] void convert_avx2(const float* x, std::size_t n, double scale,
-                                          std::int64_t* words) {
-  convert_loop<kFirst>(x, n, scale, words);
-}
-[[gnu::target("avx2")]] void round_avx2(const std::int64_t* words, std::size_t n, int grid,
-                                        float* out) {
-  round_loop(words, n, grid, out);
-}
+// The exponent scans, compiled for AVX2 as well (their results are integers: any copy agrees).
 [[gnu::target("avx2")]] ExponentScan scan_avx2(std::span<const float> terms) {
   return exact_words::scan_loop(terms);
 }
 [[gnu::target("avx2")]] ExponentScan copy_scan_avx2(std::span<const float> terms, float* to) {
   return exact_words::scan_loop<float, true>(terms, to);
-}
-
-template <bool kFirst>
-void add_on_grid(const float* x, std::size_t n, double scale, std::int64_t* words) {
-  if (has_avx2()) return convert_avx2<kFirst>(x, n, scale, words);
-  convert_loop<kFirst>(x, n, scale, words);
-}
-
-bool add_terms_on_grid(const float* x, std::size_t stride, std::size_t count, std::size_t n,
-                       double scale, float limit, bool first, std::int64_t* words) {
-  static const bool avx2_fma = has_avx2() && __builtin_cpu_supports("fma");
-  if (avx2_fma) return convert_terms_avx2(x, stride, count, n, scale, limit, first, words);
-  return convert_terms_loop(x, stride, count, n, scale, limit, first, words);
-}
-
-void round_words(const std::int64_t* words, std::size_t n, int grid, float* out) {
-  if (has_avx2()) return round_avx2(words, n, grid, out);
-  round_loop(words, n, grid, out);
 }
 
 // The scan of `terms`, copied to `to` unless it is null.
@@ -351,10 +266,7 @@ void GridSum::convert(std::span<const int> grids) {
     for (std::size_t first = 0; first < n; first += kPiece) {
       const std::size_t count = std::min(kPiece, n - first);
       for (std::size_t t = 0; t < terms.size(); ++t) {
-        if (t == 0)
-          add_on_grid<true>(terms[t] + first, count, scale, words + first);
-        else
-          add_on_grid<false>(terms[t] + first, count, scale, words + first);
+        add_on_grid(terms[t] + first, count, scale, t == 0, words + first);
       }
     }
   }
