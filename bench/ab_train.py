@@ -72,7 +72,7 @@ def run(args, build, side_flags, run_dir):
                "--quiet", "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
                "--run-dir", run_dir] + shlex.split(args.flags) + shlex.split(side_flags)
     if args.spans:
-        command += ["--trace-steps", "1000000"]
+        command += ["--trace-steps", "10000"]  # every step of a run (the option's largest)
     try:
         _, records = dp_speed.run_ringtrain(args, command, run_dir)
     except (RuntimeError, OSError) as error:
