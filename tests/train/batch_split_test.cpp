@@ -177,6 +177,9 @@ TEST_CASE("batch split: unknown speeds are planned at the mean of the known ones
   CHECK(d.planned_speeds == std::vector<double>{3.0, 2.0, 4.0});
   // No speed known: the near-equal split.
   CHECK(split_of(request(7, {0.0, nan, 0.0})) == Split{3, 2, 2});
+  // Speeds far apart, or tiny, still give a split (the slowest rank gets its floor).
+  CHECK(split_of(request(8, {1e-320, 1.0})) == Split{0, 8});
+  CHECK(split_of(request(8, {1e300, 1e-300, 2e300})) == Split{3, 0, 5});
   // A rank with no samples adds nothing to the step time.
   CHECK(predicted_step_s({0, 4}, {1.0, 2.0}, 0.5) == 2.5);
 }

@@ -1,15 +1,18 @@
 // How long a thread waited for a core (core_wait.hpp): the two sources and the share.
 #include "core_wait.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "ringtrain/framework/error.hpp"
 
@@ -22,11 +25,21 @@ double wall_now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// schedstat: "<run ns> <run-queue wait ns> <timeslices>".
+// schedstat: "<run ns> <run-queue wait ns> <timeslices>\n". Read into a buffer on the stack:
+// a step reads it twice, and allocates nothing.
 std::optional<double> schedstat_wait_s() {
-  std::ifstream in(kSchedstat);
-  unsigned long long run_ns = 0, wait_ns = 0;
-  if (!(in >> run_ns >> wait_ns)) return std::nullopt;
+  const int fd = ::open(kSchedstat, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::array<char, 96> text{};
+  const ssize_t got = ::read(fd, text.data(), text.size() - 1);
+  ::close(fd);
+  if (got <= 0) return std::nullopt;
+  const char* end = text.data() + got;
+  std::uint64_t run_ns = 0, wait_ns = 0;
+  const auto run = std::from_chars(text.data(), end, run_ns);
+  if (run.ec != std::errc() || run.ptr == end || *run.ptr != ' ') return std::nullopt;
+  const auto wait = std::from_chars(run.ptr + 1, end, wait_ns);
+  if (wait.ec != std::errc()) return std::nullopt;
   return double(wait_ns) * 1e-9;
 }
 

@@ -79,7 +79,13 @@ double units_at(double level, const std::vector<double>& s, const UnitBounds& b)
 // decrease, and is linear between the breakpoints lo_r/s_r and hi_r/s_r; f(0) = Σ lo <= U
 // <= Σ hi = f(last breakpoint). So: find by bisection the breakpoints a <= T <= b around U,
 // and T on [a, b] by linear interpolation.
-std::vector<double> real_shares(const std::vector<double>& s, const UnitBounds& b) {
+std::vector<double> real_shares(const std::vector<double>& speeds, const UnitBounds& b) {
+  // Speeds relative to the fastest, none below kSlowest: every breakpoint stays finite (at
+  // most 2^64 units / kSlowest), and a rank 10^12 times slower than the fastest gets its floor.
+  constexpr double kSlowest = 1e-12;
+  const double fastest = *std::max_element(speeds.begin(), speeds.end());
+  std::vector<double> s(speeds.size());
+  for (std::size_t r = 0; r < s.size(); ++r) s[r] = std::max(speeds[r] / fastest, kSlowest);
   std::vector<double> breaks{0.0};
   for (std::size_t r = 0; r < s.size(); ++r) {
     breaks.push_back(double(b.lo[r]) / s[r]);
@@ -117,11 +123,9 @@ std::vector<std::size_t> rounded_units(const std::vector<double>& x, const UnitB
   std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) {
     return x[i] - std::floor(x[i]) > x[j] - std::floor(x[j]);
   });
+  // Σ floor(x_r) <= Σ x_r = U. Rounding error in x may leave more than one unit per rank
+  // to give, hence the cycle; it ends, as Σ hi >= U.
   std::size_t total = std::accumulate(q.begin(), q.end(), std::size_t{0});
-  // Rounding error in x can leave the sum a unit off either way: take from the smallest
-  // remainders, give to the largest, always within the bounds (feasible: Σlo <= U <= Σhi).
-  for (std::size_t i = n; total > b.units; i = (i == 1 ? n : i - 1))
-    if (q[order[i - 1]] > b.lo[order[i - 1]]) --q[order[i - 1]], --total;
   for (std::size_t i = 0; total < b.units; i = (i + 1) % n)
     if (q[order[i]] < b.hi[order[i]]) ++q[order[i]], ++total;
   return q;
