@@ -201,6 +201,9 @@ TEST_CASE("batch split: requests no split satisfies are refused", "[batch_split]
   q.cap = 4;
   q.floors = {0, 6};
   CHECK_THROWS_WITH(decide_split(q), Contains("rank 1's floor 6 is above the cap 4"));
+  q.micro_batch = 2;  // rounding this floor up to whole micro-batches must not wrap to 0
+  q.floors = {0, std::numeric_limits<std::size_t>::max()};
+  CHECK_THROWS_WITH(decide_split(q), Contains("rank 1's floor 18446744073709551615 is above"));
   q = request(10, {1.0, 1.0});
   q.micro_batch = 4;
   CHECK_THROWS_WITH(decide_split(q), Contains("global batch 10 is not a multiple of"));

@@ -47,7 +47,7 @@ UnitBounds checked_bounds(const SplitRequest& q) {
   UnitBounds b;
   b.units = q.global_batch / m;
   for (std::size_t r = 0; r < n; ++r) {
-    b.lo.push_back((q.floors[r] + m - 1) / m);
+    b.lo.push_back(q.floors[r] / m + (q.floors[r] % m != 0 ? 1 : 0));  // no overflow near 2^64
     b.hi.push_back(std::min(q.cap / m, b.units));
     require(b.lo[r] <= b.hi[r],
             fmt::format("rank {}'s floor {} is above the cap {} (in whole micro-batches of {}); "
