@@ -1,5 +1,6 @@
 // What a re-split follows and what it records, without MPI: the smoothed compute speeds
-// (train/step/speed_smoother.hpp) and the rebalance records of metrics.jsonl
+// (train/step/speed_smoother.hpp), the window's exchange between ranks with the allreduce
+// simulated (train/step/rebalance_window.hpp), and the rebalance records of metrics.jsonl
 // (train/run/rebalance_record.hpp).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -9,9 +10,29 @@
 #include "ringtrain/framework/error.hpp"
 #include "train/run/rebalance_record.hpp"
 #include "train/step/batch_split.hpp"
+#include "train/step/rebalance_window.hpp"
 #include "train/step/speed_smoother.hpp"
 
 using namespace ringtrain;
+
+namespace {
+
+// Rank r's measure of step k: values that differ by rank and by step.
+StepMeasure measure(std::size_t r, std::size_t k) {
+  return {8 * (r + 1) + k, 0.1 * double(r + 1) + 0.003 * double(k), 0.001 * double(r * k),
+          0.02 / double(r + 1) + 0.0007 * double(k)};
+}
+
+// The allreduce of the packed vectors, adding the ranks in `order`.
+std::vector<double> summed(const std::vector<std::vector<double>>& packed,
+                           const std::vector<std::size_t>& order) {
+  std::vector<double> sum(packed[0].size(), 0.0);
+  for (const std::size_t r : order)
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += packed[r][i];
+  return sum;
+}
+
+}  // namespace
 
 TEST_CASE("speeds: a window's speed is its samples over its compute time net of core waits",
           "[rebalance]") {
@@ -112,4 +133,91 @@ TEST_CASE("rebalance records: the decision and the measurement after it", "[reba
   CHECK(m["predicted_step_s"] == 0.008);
   CHECK(m["measured_step_s"] == 0.01);
   CHECK(m["measured_over_predicted"].get<double>() == Approx(1.25));
+}
+
+TEST_CASE("rebalance window: N = 1..4 ranks unpack the same windows in any order of the sum",
+          "[rebalance]") {
+  constexpr std::size_t kSteps = 3;
+  for (std::size_t n = 1; n <= 4; ++n) {
+    INFO("N = " << n);
+    std::vector<RebalanceWindow> ranks;
+    std::vector<StepMeasure> expected(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      ranks.emplace_back(n, r);
+      for (std::size_t k = 0; k < kSteps; ++k) {
+        const StepMeasure m = measure(r, k);
+        ranks[r].add_step(m);
+        expected[r].samples += m.samples;
+        expected[r].compute_s += m.compute_s;
+        expected[r].core_wait_s += m.core_wait_s;
+        expected[r].sum_s += m.sum_s;
+      }
+    }
+    const std::vector<std::size_t> split(n, 5);
+    std::vector<std::vector<double>> packed;
+    std::vector<std::span<double>> in_place;
+    for (RebalanceWindow& rank : ranks) {
+      in_place.push_back(rank.pack(split));
+      packed.emplace_back(in_place.back().begin(), in_place.back().end());
+    }
+    std::vector<std::size_t> forward(n), backward(n);
+    for (std::size_t r = 0; r < n; ++r) forward[r] = r, backward[r] = n - 1 - r;
+    const std::vector<double> sum = summed(packed, forward);
+    REQUIRE(sum == summed(packed, backward));
+    for (std::size_t r = 0; r < n; ++r) {  // the allreduce writes the sum in place
+      std::copy(sum.begin(), sum.end(), in_place[r].begin());
+      const WindowTotals totals = ranks[r].unpack(in_place[r]);
+      REQUIRE(totals.windows.size() == n);
+      for (std::size_t r = 0; r < n; ++r) {
+        CHECK(totals.windows[r].samples == double(expected[r].samples));
+        CHECK(totals.windows[r].compute_s == expected[r].compute_s);
+        CHECK(totals.windows[r].core_wait_s == expected[r].core_wait_s);
+      }
+      // The last rank's sum phase is the shortest (measure()): comm is its mean per step.
+      CHECK(totals.comm_s == expected[n - 1].sum_s / double(kSteps));
+      CHECK(totals.same_split);
+    }
+    // The next window's vector holds this rank's slot alone again, not the last sum.
+    for (std::size_t r = 0; r < n; ++r) {
+      ranks[r].reset();
+      const std::span<double> next = ranks[r].pack(split);
+      for (std::size_t i = 0; i < next.size(); ++i)
+        if (i / RebalanceWindow::kSlots != r) CHECK(next[i] == 0.0);
+    }
+  }
+}
+
+TEST_CASE("rebalance window: a rank that applied another split is seen by every rank",
+          "[rebalance]") {
+  std::vector<RebalanceWindow> ranks{{3, 0}, {3, 1}, {3, 2}};
+  std::vector<std::vector<double>> packed;
+  const std::vector<std::vector<std::size_t>> applied{{4, 4, 8}, {4, 4, 8}, {4, 8, 4}};
+  for (std::size_t r = 0; r < 3; ++r) {
+    ranks[r].add_step(measure(r, 0));
+    const std::span<double> out = ranks[r].pack(applied[r]);
+    packed.emplace_back(out.begin(), out.end());
+  }
+  const std::vector<double> sum = summed(packed, {0, 1, 2});
+  for (const RebalanceWindow& rank : ranks) CHECK_FALSE(rank.unpack(sum).same_split);
+  // Hashes tell the order of the values apart and stay below 2^48.
+  const std::vector<std::size_t> a{1, 3}, b{3, 1};
+  CHECK(RebalanceWindow::split_hash(a) != RebalanceWindow::split_hash(b));
+  CHECK(RebalanceWindow::split_hash(a) < (std::uint64_t{1} << 48));
+}
+
+TEST_CASE("rebalance window: reset starts an empty window; bad sizes are refused", "[rebalance]") {
+  RebalanceWindow window(2, 1);
+  window.add_step(measure(1, 0));
+  window.reset();
+  CHECK(window.steps() == 0);
+  const std::vector<std::size_t> split{2, 2};
+  const std::span<double> out = window.pack(split);
+  const std::vector<double> packed(out.begin(), out.end());
+  const WindowTotals totals = window.unpack(packed);
+  CHECK(totals.windows[1].samples == 0.0);
+  CHECK(totals.windows[1].compute_s == 0.0);
+  CHECK(totals.comm_s == 0.0);
+  CHECK(packed[RebalanceWindow::kSlots + 4] == double(RebalanceWindow::split_hash(split)));
+  CHECK_THROWS_AS(window.unpack(std::span(packed).first(3)), Error);
+  CHECK_THROWS_AS(RebalanceWindow(2, 2), Error);
 }
