@@ -1,8 +1,10 @@
 // The split of the global batch by measured speed (train/step/batch_split.hpp), without MPI:
-// worked examples, the closed form B·s_r/Σs over N = 1..4 and many batches, the near-equal
-// split as the oracle of equal speeds, the bounds, the hysteresis, unknown speeds, refusals.
+// worked examples, every split within the bounds as the oracle of the least predicted time
+// at N = 1..4, the near-equal split as the oracle of equal speeds, the bounds, the
+// hysteresis, unknown speeds, refusals.
 #include "train/step/batch_split.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -46,28 +48,69 @@ TEST_CASE("batch split: shares proportional to speed", "[batch_split]") {
   CHECK(d.proposed_step_s == 1.0);
 }
 
-TEST_CASE("batch split: N = 1..4, within one unit of B·s_r/Σs, summing to B", "[batch_split]") {
-  const std::vector<double> table{1.0, 2.5, 0.7, 1.9};
-  for (std::size_t n = 1; n <= 4; ++n) {
-    for (std::size_t m : {std::size_t{1}, std::size_t{3}}) {
-      for (std::size_t units = 0; units <= 40; ++units) {
-        SplitRequest q = request(units * m, {table.begin(), table.begin() + std::ptrdiff_t(n)});
-        q.micro_batch = m;
-        q.current.assign(n, 0);  // sums to 0, not B: replaced whatever its time
-        const Split split = split_of(q);
-        INFO("N = " << n << ", m = " << m << ", units " << units);
-        REQUIRE(split.size() == n);
-        CHECK(std::accumulate(split.begin(), split.end(), std::size_t{0}) == units * m);
-        const double total = std::accumulate(q.speeds.begin(), q.speeds.end(), 0.0);
-        for (std::size_t r = 0; r < n; ++r) {
-          CHECK(split[r] % m == 0);
-          const double share = double(units) * q.speeds[r] / total;
-          CHECK(double(split[r] / m) > share - 1.0);
-          CHECK(double(split[r] / m) < share + 1.0);
+TEST_CASE("batch split: N = 1..4, the least predicted time of all splits within the bounds",
+          "[batch_split]") {
+  const std::vector<double> table{1.0, 2.5, 0.7, 10.0};
+  struct Bounds {
+    std::vector<std::size_t> floors;  // in units of m, per rank (first N used)
+    std::size_t cap_units;            // 0: none
+  };
+  const std::vector<Bounds> bounds{
+      {{0, 0, 0, 0}, 0}, {{1, 0, 2, 0}, 0}, {{0, 0, 0, 0}, 4}, {{1, 1, 0, 1}, 5}};
+  std::size_t cases = 0;
+  for (std::size_t n = 1; n <= 4; ++n)
+    for (std::size_t m : {std::size_t{1}, std::size_t{3}})
+      for (const Bounds& bound : bounds)
+        for (std::size_t units = 0; units <= 12; ++units) {
+          SplitRequest q = request(units * m, {table.begin(), table.begin() + std::ptrdiff_t(n)});
+          q.micro_batch = m;
+          q.current.assign(n, 0);  // sums to 0, not B: replaced whatever its time
+          std::vector<std::size_t> lo(n), hi(n, units);
+          for (std::size_t r = 0; r < n; ++r) {
+            lo[r] = bound.floors[r];
+            q.floors[r] = lo[r] * m;
+            if (bound.cap_units > 0) hi[r] = std::min(units, bound.cap_units);
+          }
+          q.cap = (bound.cap_units > 0 ? bound.cap_units : units) * m;
+          // The oracle: every split of `units` within [lo, hi], counted like an odometer.
+          double best_s = std::numeric_limits<double>::infinity();
+          Split split(lo);
+          bool more = true;
+          for (std::size_t r = 0; r < n; ++r) more = more && lo[r] <= hi[r];
+          while (more) {
+            if (std::accumulate(split.begin(), split.end(), std::size_t{0}) == units) {
+              Split samples(split);
+              for (std::size_t& b : samples) b *= m;
+              best_s = std::min(best_s, predicted_step_s(samples, q.speeds, 0.0));
+            }
+            std::size_t r = 0;
+            while (r < n && split[r] == hi[r]) split[r] = lo[r], ++r;
+            more = r < n;
+            if (more) ++split[r];
+          }
+          INFO("N = " << n << ", m = " << m << ", units " << units << ", cap units "
+                      << bound.cap_units << ", floor of rank 0 " << lo[0]);
+          if (!(best_s < std::numeric_limits<double>::infinity())) {
+            CHECK_THROWS_AS(decide_split(q), UsageError);  // no split within the bounds
+            continue;
+          }
+          const Split got = split_of(q);
+          ++cases;
+          REQUIRE(got.size() == n);
+          CHECK(std::accumulate(got.begin(), got.end(), std::size_t{0}) == units * m);
+          for (std::size_t r = 0; r < n; ++r) {
+            CHECK(got[r] % m == 0);
+            CHECK(got[r] >= q.floors[r]);
+            CHECK(got[r] <= q.cap);
+          }
+          CHECK(predicted_step_s(got, q.speeds, 0.0) == Approx(best_s).epsilon(1e-12));
         }
-      }
-    }
-  }
+  CHECK(cases > 300);
+}
+
+TEST_CASE("batch split: the unit left over goes where it adds the least time", "[batch_split]") {
+  // Shares 0.55 and 5.45: the largest remainder would give 1,5 (1 s); 0,6 takes 0.6 s.
+  CHECK(split_of(request(6, {1.0, 10.0})) == Split{0, 6});
 }
 
 TEST_CASE("batch split: equal speeds give the near-equal split, ties to the lower rank",

@@ -16,8 +16,9 @@
 //
 // The proposal. Shares proportional to speed, within the bounds: b_r = clamp(s_r·T, lo_r, hi_r)
 // with the one T that makes them sum to B (this minimises max_r b_r/s_r over real shares). In
-// units of m, each share is rounded down, and the units left over go one each to the largest
-// remainders; equal remainders go to the lower rank. Example, B = 4, m = 1, speeds 1 and 3:
+// units of m, each share is rounded down, and the units left over go one at a time to the rank
+// whose time grows least, (b_r + m)/s_r; equal times go to the lower rank. The result has the
+// least predicted time of all splits within the bounds. Example, B = 4, m = 1, speeds 1 and 3:
 // shares 1 and 3, t = max(1/1, 3/3) = 1 s where the even split 2,2 takes 2 s.
 //
 // Hysteresis: the proposal replaces the current split only when its predicted step time is
