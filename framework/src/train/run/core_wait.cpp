@@ -1,5 +1,5 @@
 // How long a thread waited for a core (core_wait.hpp): the two sources and the share.
-#include "core_wait.hpp"
+#include "train/run/core_wait.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 // The metrics.jsonl records of a re-split (rebalance_record.hpp).
-#include "rebalance_record.hpp"
+#include "train/run/rebalance_record.hpp"
 
 namespace ringtrain {
 

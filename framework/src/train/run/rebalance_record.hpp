@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "../step/batch_split.hpp"
+#include "train/step/batch_split.hpp"
 
 namespace ringtrain {
 

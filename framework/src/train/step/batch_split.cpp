@@ -1,7 +1,7 @@
 // The split of the global batch by measured speed (batch_split.hpp): the checks of a request,
 // the real shares s_r·T clamped to the bounds, their rounding to whole micro-batches, and the
 // hysteresis. Shares are counted in units of m (U = B/m units) until the very end.
-#include "batch_split.hpp"
+#include "train/step/batch_split.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

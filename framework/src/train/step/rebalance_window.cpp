@@ -1,5 +1,5 @@
 // One window of measurements and their exchange (rebalance_window.hpp).
-#include "rebalance_window.hpp"
+#include "train/step/rebalance_window.hpp"
 
 #include <fmt/format.h>
 

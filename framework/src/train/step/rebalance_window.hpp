@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "speed_smoother.hpp"
+#include "train/step/speed_smoother.hpp"
 
 namespace ringtrain {
 

@@ -1,5 +1,5 @@
 // The smoothed compute speeds (speed_smoother.hpp).
-#include "speed_smoother.hpp"
+#include "train/step/speed_smoother.hpp"
 
 #include <fmt/format.h>
 
