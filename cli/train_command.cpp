@@ -4,6 +4,7 @@
 // fault-injection flags of the test suite, which fill TrainConfig::hooks.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -126,7 +127,7 @@ void add_train(CLI::App& app, Runner& run,
       trainer.set_fault_injector(make_scripted_faults(*faults));
       const TrainResults results = trainer.run();
       if (on_results) on_results(results.to_json());
-      return 0;
+      return results.stop_signal == SIGINT ? 128 + SIGINT : 0;  // Ctrl-C: the shell's 130
     };
   });
 }

@@ -12,6 +12,7 @@
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
 #include "ringtrain/framework/train/trainer.hpp"
+#include "train/safety/stop_signals.hpp"
 
 namespace ringtrain {
 namespace {
@@ -250,7 +251,9 @@ nlohmann::json TrainResults::to_json() const {
       {"mean_step_s", mean_step_s},
       {"samples_per_s", samples_per_s},
       {"wall_s", wall_s},
-      {"skipped_steps", skipped_steps}};
+      {"skipped_steps", skipped_steps},
+      {"stop_signal",
+       stop_signal ? nlohmann::json(stop_signal_name(stop_signal)) : nlohmann::json()}};
 }
 
 void close_results(TrainResults& r, const TrainingCounters& counters, std::size_t global_batch,

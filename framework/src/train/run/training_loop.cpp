@@ -104,6 +104,7 @@ bool TrainingRun::after_step(std::uint64_t step) {
                                  step_->learning_rate(step)));
   results_.steps = done;
   stopped_by_signal_ = stop_now;
+  results_.stop_signal = stop_now ? stop_signals_.first() : 0;
   return stop_now || results_.target_reached;
 }
 
@@ -144,10 +145,12 @@ void TrainingRun::finish() {
   manifest_["results"] = results_.to_json();
   run_dir_->write_manifest(manifest_);
   if (stopped_by_signal_)
-    say(
-        fmt::format("stopped by a signal at step {}: checkpoint saved; resume with --resume auto "
-                    "--run-dir {}",
-                    results_.steps, run_dir_path_.string()));
+    say(fmt::format(
+        "stopped by a signal at step {}: {}, checkpoint saved; resume with --resume "
+        "auto --run-dir {}",
+        results_.steps,
+        results_.stop_signal ? stop_signal_name(results_.stop_signal) : "another rank's signal",
+        run_dir_path_.string()));
   say(closing_line(results_, config_.target));
 }
 

@@ -92,7 +92,7 @@ class TrainingRun {
   std::unique_ptr<SavePolicy> saves_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<ProgressBar> bar_;
-  StopSignals stop_signals_;  // SIGTERM / SIGUSR1: save at the next agreed boundary, exit 0
+  StopSignals stop_signals_;  // SIGTERM / SIGUSR1 / SIGINT: save at the next agreed boundary
   TrainResults results_;
   std::uint64_t start_step_ = 0;
   double start_s_ = 0.0;

@@ -38,6 +38,9 @@ struct TrainResults {
   double samples_per_s = 0.0;
   double wall_s = 0.0;
   std::uint64_t skipped_steps = 0;  // steps whose gradient was not finite (no update applied)
+  // The signal this rank received that stopped the run at an agreed boundary (stop_signals.hpp;
+  // 0: none). The command exits 130 after SIGINT, as a shell expects after Ctrl-C.
+  int stop_signal = 0;
   // "final_test_accuracy" / "best_test_accuracy", or "final_test_mse" / "best_test_mse", and
   // "metric" naming which.
   nlohmann::json to_json() const;
