@@ -78,4 +78,10 @@ WindowSummary MetricsLog::close(std::uint64_t done, float lr, bool stop_signal,
   return summary;
 }
 
+double MetricsLog::shown_loss(const TrainingCounters& counters) const {
+  if (std::isnan(last_loss_) && counters.window_samples > 0)
+    return counters.window_loss / counters.window_samples;
+  return last_loss_;
+}
+
 }  // namespace ringtrain

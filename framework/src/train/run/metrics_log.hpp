@@ -46,6 +46,9 @@ class MetricsLog {
                       TrainingCounters& counters);
   // The mean training loss of the last window closed (NaN before the first).
   double last_loss() const { return last_loss_; }
+  // The loss the progress shows: the last window's; before this launch's first window
+  // closes, rank 0's mean over the open window so far (never NaN while a window is open).
+  double shown_loss(const TrainingCounters& counters) const;
 
  private:
   const collectives::Communicator& comm_;
@@ -55,8 +58,8 @@ class MetricsLog {
   double start_s_;
   double paused_s_ = 0.0;
   double last_loss_;
-  std::uint64_t steps_ = 0;      // added by this attempt
-  double warm_s_ = 0.0;          // their time, the first one's left out
+  std::uint64_t steps_ = 0;  // added by this attempt
+  double warm_s_ = 0.0;      // their time, the first one's left out
 };
 
 }  // namespace ringtrain

@@ -240,6 +240,7 @@ nlohmann::json TrainResults::to_json() const {
   const std::string key = metric_for(regression).key;  // "test_accuracy" or "test_mse"
   return {
       {"steps", steps},
+      {"launch_steps", launch_steps},
       {"metric", key},
       {"final_" + key, final_test_metric},
       // +inf (no evaluation yet on regression data) is written as null
@@ -257,17 +258,25 @@ nlohmann::json TrainResults::to_json() const {
 }
 
 void close_results(TrainResults& r, const TrainingCounters& counters, std::size_t global_batch,
-                   double wall_s) {
+                   double wall_s, std::uint64_t start_step) {
+  r.launch_steps = r.steps - start_step;
   r.skipped_steps = counters.skipped_steps;
   r.wall_s = wall_s;
   r.mean_step_s = counters.step > 0 ? counters.useful_compute_s / double(counters.step) : 0.0;
   r.samples_per_s = r.mean_step_s > 0 ? double(global_batch) / r.mean_step_s : 0.0;
 }
 
-std::string closing_line(const TrainResults& r, double target) {
+std::string closing_line(const TrainResults& r, double target, std::uint64_t start_step,
+                         std::size_t global_batch) {
   return fmt::format(
-      "done: {} steps in {:.1f} s, {:.0f} samples/s, {} {:.4g} (best {:.4g}){}", r.steps, r.wall_s,
-      r.samples_per_s, metric_for(r.regression).label, r.final_test_metric, r.best_test_metric,
+      "done: {} steps in {:.1f} s{}, {:.0f} samples/s ({:.0f} in the steps alone), {} {:.4g} "
+      "(best {:.4g}){}",
+      r.launch_steps, r.wall_s,
+      start_step > 0
+          ? fmt::format(" (steps {}-{}, resumed at step {})", start_step + 1, r.steps, start_step)
+          : std::string(),
+      r.wall_s > 0 ? double(r.launch_steps * global_batch) / r.wall_s : 0.0, r.samples_per_s,
+      metric_for(r.regression).label, r.final_test_metric, r.best_test_metric,
       r.target_reached ? fmt::format(", target {} reached at step {}", target, r.steps_to_target)
                        : std::string());
 }

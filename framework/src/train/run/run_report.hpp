@@ -28,9 +28,9 @@ namespace ringtrain {
 // during set-up.
 struct RunFacts {
   const TrainConfig* config = nullptr;
-  const RunPlan* run = nullptr;         // BLAS threads, batches, steps, evaluation cadence
-  const StepSetup* setup = nullptr;     // the step's plan, the buckets' cap and fit, the sum
-  const Sequential* model = nullptr;    // planned: its layer table and spec
+  const RunPlan* run = nullptr;       // BLAS threads, batches, steps, evaluation cadence
+  const StepSetup* setup = nullptr;   // the step's plan, the buckets' cap and fit, the sum
+  const Sequential* model = nullptr;  // planned: its layer table and spec
   WorldFacts world;
   int hosts = 0;        // --collective hierarchical: hosts of the two-level allreduce; else 0
   data::DataInfo data;  // --data: path, layout, shapes, dtypes, classes
@@ -50,11 +50,15 @@ nlohmann::json make_manifest(const RunFacts& facts);
 nlohmann::json checkpoint_config(const RunFacts& facts);
 
 // The results' closing figures after the loop: the skipped steps, the wall time, the mean
-// step time over the steps the state holds and the samples per second it makes.
+// step time over the steps the state holds and the samples per second it makes, and the
+// steps this launch took (it started at start_step).
 void close_results(TrainResults& results, const TrainingCounters& counters,
-                   std::size_t global_batch, double wall_s);
-// The run's last line on rank 0: "done: S steps in T s, X samples/s, test accuracy ...".
-std::string closing_line(const TrainResults& results, double target);
+                   std::size_t global_batch, double wall_s, std::uint64_t start_step);
+// The run's last line on rank 0: "done: S steps in T s, X samples/s (Y in the steps alone),
+// test accuracy ...": this launch's steps over its wall time, the steps' own rate (saves,
+// evaluations and set-up left out) beside it; after a resume, which steps these were.
+std::string closing_line(const TrainResults& results, double target, std::uint64_t start_step,
+                         std::size_t global_batch);
 
 // The banner's lines, in order.
 std::vector<std::string> banner_lines(const RunFacts& facts);

@@ -100,7 +100,7 @@ bool TrainingRun::after_step(std::uint64_t step) {
                  metrics_->planning_step_s(counters_));
     metrics_->pause(now_s() - t0);  // save time is not step time
   }
-  bar_->update(done, fmt::format("loss {:.4f}  lr {:.4g}", metrics_->last_loss(),
+  bar_->update(done, fmt::format("loss {:.4f}  lr {:.4g}", metrics_->shown_loss(counters_),
                                  step_->learning_rate(step)));
   results_.steps = done;
   stopped_by_signal_ = stop_now;
@@ -125,8 +125,8 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
                               {"test_loss", e.loss},
                               {"wall_s", now_s() - start_s_}});
     bar_->message(fmt::format("step {:>6}  epoch {:5.2f}  loss {:.4f}  {} {:.4g}", done,
-                              double(done) / double(plan_.steps_per_epoch), metrics_->last_loss(),
-                              metric.label, value));
+                              double(done) / double(plan_.steps_per_epoch),
+                              metrics_->shown_loss(counters_), metric.label, value));
   }
   if (config_.target > 0.0 && metric.reached(value, config_.target) && !results_.target_reached) {
     results_.target_reached = true;
@@ -140,7 +140,7 @@ void TrainingRun::finish() {
   bar_->finish();
   if (config_.trace_steps > 0)
     write_trace(comm_, *trace_, trace_lanes(setup_.buckets), run_dir_path_ / "trace.json");
-  close_results(results_, counters_, plan_.global_batch, now_s() - start_s_);
+  close_results(results_, counters_, plan_.global_batch, now_s() - start_s_, start_step_);
   if (!run_dir_) return;
   manifest_["results"] = results_.to_json();
   run_dir_->write_manifest(manifest_);
@@ -151,7 +151,7 @@ void TrainingRun::finish() {
         results_.steps,
         results_.stop_signal ? stop_signal_name(results_.stop_signal) : "another rank's signal",
         run_dir_path_.string()));
-  say(closing_line(results_, config_.target));
+  say(closing_line(results_, config_.target, start_step_, plan_.global_batch));
 }
 
 }  // namespace ringtrain

@@ -27,7 +27,8 @@
 namespace ringtrain {
 
 struct TrainResults {
-  std::uint64_t steps = 0;
+  std::uint64_t steps = 0;         // the run's steps, from step 0
+  std::uint64_t launch_steps = 0;  // of which this launch took (after a resume, fewer)
   bool regression = false;  // the metric: test accuracy, or test MSE (evaluation.hpp: Metric)
   double final_test_metric = 0.0;
   double best_test_metric = 0.0;  // the highest accuracy or the lowest MSE
@@ -35,8 +36,8 @@ struct TrainResults {
   std::uint64_t steps_to_target = 0;
   double time_to_target_s = 0.0;
   double mean_step_s = 0.0;
-  double samples_per_s = 0.0;
-  double wall_s = 0.0;
+  double samples_per_s = 0.0;       // global batch / mean_step_s: the steps' own rate
+  double wall_s = 0.0;              // this launch's, set-up included
   std::uint64_t skipped_steps = 0;  // steps whose gradient was not finite (no update applied)
   // The signal this rank received that stopped the run at an agreed boundary (stop_signals.hpp;
   // 0: none). The command exits 130 after SIGINT, as a shell expects after Ctrl-C.
