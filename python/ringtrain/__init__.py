@@ -81,7 +81,8 @@ def train(**options):
     switch, False and None leave the flag out, a list becomes comma-separated values.
     Collective: every rank calls it with the same options. Raises UsageError (the program's
     exit 2) or Error (exit 1) with the program's one-line message, on every rank; a rank
-    that fails alone aborts the job, as the program does.
+    that fails alone aborts the job, as the program does. Ctrl-C (SIGINT) saves a checkpoint
+    at the next agreed step and then raises KeyboardInterrupt (the program's exit 130).
     """
     flags = ["train"]
     for name, value in options.items():

@@ -62,6 +62,12 @@ py::object command(const std::vector<std::string>& args) {
     }
     throw Error(outcome.message);
   }
+  // Ctrl-C (or SIGINT): the run saved at the next agreed step and stopped; Python's own way
+  // to say so.
+  if (outcome.exit_code == 128 + SIGINT) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
   if (outcome.exit_code == 2) throw UsageError(outcome.message);
   if (outcome.exit_code != 0) throw Error(outcome.message);
   if (results.empty()) return py::none();  // not `train`, or --help

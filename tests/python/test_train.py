@@ -1,7 +1,9 @@
 """ringtrain.train(**options): the same run as `ringtrain train` with those flags, to the bit,
 and the program's one-line errors as exceptions on every rank."""
 
+import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -55,6 +57,45 @@ def test_train_ends_bitwise_equal_to_the_program(tmp_path_factory):
     assert run.latest == run.checkpoints[-1][1]
     steps, losses = run.series("loss")
     assert steps and all(np.isfinite(losses))
+
+
+WATCH_AND_INTERRUPT = """
+import os, re, signal, sys, time
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        if re.search(r'"step":2[,}]', open(os.path.join(sys.argv[1], "metrics.jsonl")).read()):
+            break
+    except OSError:
+        pass
+    time.sleep(0.05)
+os.kill(int(sys.argv[2]), signal.SIGINT)
+"""
+
+
+def test_ctrl_c_saves_then_raises_keyboard_interrupt(tmp_path_factory):
+    # Every rank gets SIGINT (as hydra forwards Ctrl-C) once step 2 is logged; a test pause
+    # after step 3 keeps the run from ending first. The ranks save at the next agreed step
+    # (3 or 4) and ringtrain.train raises
+    # KeyboardInterrupt; the checkpoint is there and the manifest names SIGINT.
+    folder = str(tmp_path_factory.mktemp("ctrl_c")) if comm.rank == 0 else ""
+    run_dir = gather_text(comm, folder + "/run" if folder else "")[0]
+    never = gather_text(comm, folder + "/never" if folder else "")[0]
+
+    # From outside, as a terminal sends it (train() holds the interpreter: no thread of ours
+    # runs meanwhile): a watcher process signals this rank once step 2 is logged.
+    watcher = subprocess.Popen([sys.executable, "-c", WATCH_AND_INTERRUPT, run_dir,
+                                str(os.getpid())])
+    options = dict(OPTIONS, steps=20, log_every=1, checkpoint_every=0)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ringtrain.train(**options, run_dir=run_dir, test_pause_step=3, test_pause_file=never)
+    finally:
+        watcher.wait(timeout=120)
+    if comm.rank == 0:
+        run = ringtrain.run.open(run_dir)
+        assert run.results["stop_signal"] == "SIGINT", run.results
+        assert run.checkpoints and run.checkpoints[-1][0] == run.results["steps"] >= 3
 
 
 @pytest.mark.parametrize("options,message", [
