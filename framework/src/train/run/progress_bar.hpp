@@ -1,5 +1,6 @@
-// ProgressBar on rank 0: a one-line bar redrawn in place on a terminal, or a plain line every
-// `log_every` steps when the output is a file or a pipe (CI logs, Slurm output).
+// ProgressBar on rank 0: a one-line bar redrawn in place, with the time left at this launch's
+// pace, when the output reaches a terminal (also through mpiexec on this host), or a plain
+// line every `log_every` steps when it is a file or a pipe (CI logs, Slurm output).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,8 @@ class ProgressBar {
   bool enabled_, terminal_;
   bool bar_drawn_ = false;
   double last_draw_s_ = -1.0;
+  double first_s_ = -1.0;  // the first update's time and step: the pace for the ETA
+  std::uint64_t first_step_ = 0;
 };
 
 }  // namespace ringtrain
