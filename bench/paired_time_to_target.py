@@ -11,7 +11,8 @@ epochs with the test set evaluated every --eval-every steps:
   (--compare reduction: --reduction sum-scaled|exact instead of --wire)
 
 Read from each run's metrics.jsonl: steps to target (the first evaluation with test accuracy
->= --target, default 0.88) and the test accuracy after the last epoch. With the same seed
+>= --target, default 0.88; with --flags "--validation-fraction F", validation accuracy, and
+each line says which split) and the test accuracy after the last epoch. With the same seed
 both runs start from the same weights and see the same batches; only the rounding of the
 gradient's sum differs (bf16 with error feedback, see collectives/bf16.hpp; or the exact
 sum, see framework/train/exact_step.hpp).
@@ -68,19 +69,23 @@ def run_once(args, variant, seed, workdir):
            "--seed", str(seed), "--epochs", str(args.epochs), "--eval-every",
            str(args.eval_every), "--quiet", "--run-dir", run_dir] + args.flags.split()
     subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL)
+    with open(os.path.join(run_dir, "manifest.json")) as f:
+        results = json.load(f)["results"]
+    # The split the run picks its best and meets targets on: validation with
+    # --validation-fraction (--flags), else the test set.
+    split, key = results.get("split", "test"), results.get("metric", "test_accuracy")
     evals = []
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             record = json.loads(line)
-            if "test_accuracy" in record:
-                evals.append((record["step"], record["test_accuracy"]))
-    with open(os.path.join(run_dir, "manifest.json")) as f:
-        results = json.load(f)["results"]
+            if key in record:
+                evals.append((record["step"], record[key]))
     reached = [step for step, accuracy in evals if accuracy >= args.target]
     shutil.rmtree(run_dir)
-    return {"variant": variant, "seed": seed, "steps_to_target": reached[0] if reached else None,
-            "final_accuracy": evals[-1][1], "steps": results["steps"],
-            "wall_s": results.get("wall_s")}
+    return {"variant": variant, "seed": seed, "split": split,
+            "steps_to_target": reached[0] if reached else None,
+            "final_accuracy": results.get("final_test_accuracy", evals[-1][1]),
+            "steps": results["steps"], "wall_s": results.get("wall_s")}
 
 
 def summary(values):
@@ -98,8 +103,9 @@ def main():
             for variant in order:
                 run = run_once(args, variant, seed, workdir)
                 runs.append(run)
-                print(f"seed {seed} {variant}: steps to {args.target} {run['steps_to_target']}, "
-                      f"accuracy after {args.epochs} epochs {run['final_accuracy']:.4f}, "
+                print(f"seed {seed} {variant}: steps to {args.target} {run['steps_to_target']} "
+                      f"(on {run['split']}), test accuracy after {args.epochs} epochs "
+                      f"{run['final_accuracy']:.4f}, "
                       f"{run['wall_s']:.1f} s", flush=True)
     by = {v: [r for r in runs if r["variant"] == v] for v in (first, second)}
     for variant, rs in by.items():

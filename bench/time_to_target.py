@@ -3,7 +3,9 @@
 
 Both train the mlp (784-1024-1024-10, ReLU) on Fashion-MNIST with SGD momentum 0.9, lr 0.05,
 batch 128, evaluate on the full test set every --eval-every steps and stop at the first
-evaluation with test accuracy >= --target (default 0.88). For each seed, one run of each, in
+evaluation with test accuracy >= --target (default 0.88). With --ours-flags
+"--validation-fraction F" ringtrain meets the target on its validation split instead; each
+run's line says which split (read from the run's manifest). For each seed, one run of each, in
 alternating order:
 
   ours     mpiexec.mpich -n 2 ringtrain train --target-accuracy 0.88 --eval-every 100
@@ -69,11 +71,13 @@ def run_ours(args, seed):
             raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), proc.returncode, proc.stderr[-400:]))
         with open(os.path.join(run_dir, "manifest.json")) as f:
             res = json.load(f)["results"]
+        # The split the target was met on: validation with --validation-fraction, else test.
+        split, key = res.get("split", "test"), res.get("metric", "test_accuracy")
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            evals = [[m["step"], m["test_accuracy"]] for m in map(json.loads, f) if "test_accuracy" in m]
+            evals = [[m["step"], m[key]] for m in map(json.loads, f) if key in m]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
-    return {"impl": "ours", "seed": seed, "target_reached": res["target_reached"],
+    return {"impl": "ours", "seed": seed, "split": split, "target_reached": res["target_reached"],
             "steps_to_target": res["steps_to_target"] if res["target_reached"] else None,
             "time_to_target_s": res["time_to_target_s"] if res["target_reached"] else None,
             "mean_step_s": res["mean_step_s"], "wall_s": res["wall_s"], "evaluations": evals}
@@ -112,10 +116,11 @@ def main():
             rec["others_busy_cores"] = others
             runs.append(rec)
             reached = rec["time_to_target_s"] is not None
-            print("  seed %d  %-7s steps to target %6s  time to target %7s  mean step %.2f ms  "
-                  "(others %.2f cores)" % (seed, rec["impl"], rec["steps_to_target"],
-                                            "%.1f s" % rec["time_to_target_s"] if reached
-                                            else "-", 1e3 * rec["mean_step_s"], others),
+            print("  seed %d  %-7s steps to target %6s (on %s)  time to target %7s  mean step "
+                  "%.2f ms  (others %.2f cores)" % (seed, rec["impl"], rec["steps_to_target"],
+                                                    rec.get("split", "test"),
+                                                    "%.1f s" % rec["time_to_target_s"] if reached
+                                                    else "-", 1e3 * rec["mean_step_s"], others),
                   flush=True)
     by = {impl: [r for r in runs if r["impl"] == impl] for impl in ("ours", "pytorch")}
     steps = {i: [r["steps_to_target"] for r in rs] for i, rs in by.items()}

@@ -71,6 +71,7 @@ class HelpFormatter : public CLI::Formatter {
 constexpr std::pair<std::string_view, std::string_view> kTopics[] = {
     {"data", "Data"},
     {"data-memory-limit", "Data"},
+    {"validation-fraction", "Data"},
     {"model", "Model"},
     {"mlp-hidden", "Model"},
     {"dropout", "Model"},

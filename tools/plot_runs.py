@@ -24,7 +24,11 @@ import os
 import sys
 
 # metric key in metrics.jsonl -> (axis label, drawn on a log scale)
-METRICS = {"test_accuracy": ("test accuracy", False), "test_mse": ("test MSE", True)}
+# (a run with --validation-fraction picks its best on the validation split: its manifest's
+# results name that metric; the test set's records then carry "at": "best" | "end")
+METRICS = {"test_accuracy": ("test accuracy", False), "test_mse": ("test MSE", True),
+           "validation_accuracy": ("validation accuracy", False),
+           "validation_mse": ("validation MSE", True)}
 
 
 def metric_label(key):

@@ -94,8 +94,10 @@ def run_one(args, n, seed):
                      % (name, proc.returncode, proc.stderr.strip()[-500:]))
     manifest = json.load(open(manifest_path))
     res = manifest["results"]
+    # The split the target was met on: validation with --validation-fraction (--extra), else test.
+    split, key = res.get("split", "test"), res.get("metric", "test_accuracy")
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        evals = [m for m in map(json.loads, f) if "test_accuracy" in m]
+        evals = [m for m in map(json.loads, f) if key in m]
     return {"mode": args.mode, "n": n, "global_batch": global_batch(args, n),
             "local_batches": "+".join(str(b) for b in manifest["local_batches"]),
             "base_lr": args.lr, "lr": manifest["config"].get("lr"),
@@ -104,7 +106,8 @@ def run_one(args, n, seed):
             "steps_to_target": res["steps_to_target"] if res["target_reached"] else None,
             "mean_step_s": res["mean_step_s"], "samples_per_s": res["samples_per_s"],
             "time_to_target_s": res["time_to_target_s"] if res["target_reached"] else None,
-            "run_dir": run_dir, "evaluations": [(m["step"], m["wall_s"], m["test_accuracy"]) for m in evals]}
+            "split": split,
+            "run_dir": run_dir, "evaluations": [(m["step"], m["wall_s"], m[key]) for m in evals]}
 
 
 def median_range(values):
@@ -205,9 +208,11 @@ def main():
             r = run_one(args, n, seed)
             runs.append(r)
             ttt = r["time_to_target_s"]
-            print("  N=%d B=%d seed %d: steps to target %s, step %.2f ms, time to target %s"
-                  % (n, r["global_batch"], seed, r["steps_to_target"], 1e3 * r["mean_step_s"],
-                     "not reached" if ttt is None else "%.1f s" % ttt), flush=True)
+            print("  N=%d B=%d seed %d: steps to target %s (on the %s split), step %.2f ms, "
+                  "time to target %s" % (n, r["global_batch"], seed, r["steps_to_target"],
+                                         r["split"], 1e3 * r["mean_step_s"],
+                                         "not reached" if ttt is None else "%.1f s" % ttt),
+                  flush=True)
     rows = summarize(args, runs)
     write_csv(os.path.join(args.out, "runs.csv"), runs,
               ["mode", "n", "global_batch", "local_batches", "base_lr", "applied_lr", "seed",

@@ -228,6 +228,16 @@ std::vector<TrainOption> data_and_model_options() {
       option("loss", &TrainConfig::loss,
              "auto: cross-entropy for integer class labels, mse (squared error; test MSE is "
              "the metric) for float32 targets; a loss that does not fit y is refused"),
+      ranged(option("validation-fraction", &TrainConfig::validation_fraction,
+                    "fraction of the training samples held out by the seed for validation: "
+                    "best, --target and the stopping rule then use it, and the test set is "
+                    "evaluated at the best step and at the end (0: none, they use the test set)",
+                    [](const TrainConfig& c, int) {
+                      require(c.validation_fraction >= 0.0 && c.validation_fraction < 1.0,
+                              fmt::format("--validation-fraction {} must be in [0, 1)",
+                                          c.validation_fraction));
+                    }),
+             0, 1),
       ranged(option("global-batch", &TrainConfig::global_batch, "samples per step over all ranks",
                     [](const TrainConfig& c, int) {
                       require(c.global_batch > 0,

@@ -94,6 +94,12 @@ Metric metric_for(bool regression) {
   return {"test_accuracy", "test accuracy", true};
 }
 
+Metric metric_for(bool regression, bool validation) {
+  if (!validation) return metric_for(regression);
+  if (regression) return {"validation_mse", "validation MSE", false};
+  return {"validation_accuracy", "validation accuracy", true};
+}
+
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,
                     const data::Dataset& test, std::uint64_t seed) {
   return evaluate_slice(comm, model, test, seed, {});

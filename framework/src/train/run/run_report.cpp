@@ -92,14 +92,25 @@ nlohmann::json buckets_json(const RunFacts& f) {
 void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
   const TrainConfig& c = *f.config;
   const bool regression = f.data.regression();
-  const Metric metric = metric_for(regression);
+  const bool validation = f.validation_samples > 0;
+  const Metric metric = metric_for(regression, validation);
   const std::string what =
       regression ? fmt::format("mean squared error over the {} targets of every sample",
                                f.data.num_targets)
                  : std::string("top-1 accuracy");
   const char* direction = metric.higher_better ? ">=" : "<=";
-  m["target"] = {{"metric", fmt::format("{} on the full test set of {} ({} samples)", what,
-                                        f.data.path, f.test_samples)},
+  const std::string split =
+      validation ? fmt::format(
+                       "the validation split of {} ({} samples held out of train by "
+                       "seed {}, --validation-fraction {}; the test set is evaluated "
+                       "at the best step and at the end)",
+                       f.data.path, f.validation_samples, c.seed, c.validation_fraction)
+                 : fmt::format(
+                       "the full test set of {} ({} samples; no validation split: best "
+                       "and target are chosen on the test set)",
+                       f.data.path, f.test_samples);
+  m["target"] = {{"metric", fmt::format("{} on {}", what, split)},
+                 {"split", validation ? "validation" : "test"},
                  {"key", metric.key},
                  {"reached_when", fmt::format("{} {} target", metric.key, direction)},
                  {"value", c.target > 0 ? nlohmann::json(c.target) : nlohmann::json()}};
@@ -112,10 +123,11 @@ void add_time_to_target_facts(const RunFacts& f, nlohmann::json& m) {
             "by the reduction's scale";
   m["evaluation"] = {
       {"every_steps", c.evaluate ? nlohmann::json(f.run->eval_every) : nlohmann::json()},
-      {"method", regression ? "test set split near-equally over ranks, squared errors summed "
-                              "in double in rank order"
-                            : "test set split near-equally over ranks, correct counts summed "
-                              "exactly"}};
+      {"split", validation ? "validation" : "test"},
+      {"method", regression ? "the split's samples shared near-equally over ranks, squared "
+                              "errors summed in double in rank order"
+                            : "the split's samples shared near-equally over ranks, correct "
+                              "counts summed exactly"}};
   m["stopping_rule"] =
       c.target > 0 ? fmt::format("stop at the first evaluation with {} {} {}, else after {} steps",
                                  metric.label, direction, c.target, f.run->total_steps)
@@ -236,16 +248,25 @@ nlohmann::json checkpoint_config(const RunFacts& f) {
   return json;
 }
 
+namespace {
+
+// +inf (no evaluation yet on regression data) and NaN (not evaluated) are written as null.
+nlohmann::json value_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
+}
+
+}  // namespace
+
 nlohmann::json TrainResults::to_json() const {
   const std::string key = metric_for(regression).key;  // "test_accuracy" or "test_mse"
-  return {
+  nlohmann::json json = {
       {"steps", steps},
       {"launch_steps", launch_steps},
-      {"metric", key},
-      {"final_" + key, final_test_metric},
-      // +inf (no evaluation yet on regression data) is written as null
-      {"best_" + key,
-       std::isfinite(best_test_metric) ? nlohmann::json(best_test_metric) : nlohmann::json()},
+      {"split", validation ? "validation" : "test"},
+      {"metric", metric_for(regression, validation).key},
+      {"final_" + key, value_or_null(final_test_metric)},
+      {"best_" + key, value_or_null(best_test_metric)},
+      {"best_step", best_step > 0 ? nlohmann::json(best_step) : nlohmann::json()},
       {"target_reached", target_reached},
       {"steps_to_target", target_reached ? nlohmann::json(steps_to_target) : nlohmann::json()},
       {"time_to_target_s", target_reached ? nlohmann::json(time_to_target_s) : nlohmann::json()},
@@ -255,6 +276,12 @@ nlohmann::json TrainResults::to_json() const {
       {"skipped_steps", skipped_steps},
       {"stop_signal",
        stop_signal ? nlohmann::json(stop_signal_name(stop_signal)) : nlohmann::json()}};
+  if (validation) {
+    const std::string v = metric_for(regression, true).key;
+    json["final_" + v] = value_or_null(final_validation_metric);
+    json["best_" + v] = value_or_null(best_validation_metric);
+  }
+  return json;
 }
 
 void close_results(TrainResults& r, const TrainingCounters& counters, std::size_t global_batch,
@@ -266,18 +293,41 @@ void close_results(TrainResults& r, const TrainingCounters& counters, std::size_
   r.samples_per_s = r.mean_step_s > 0 ? double(global_batch) / r.mean_step_s : 0.0;
 }
 
+namespace {
+
+// "test accuracy 0.81 (best 0.83 at step 40; best and target on the test set: no validation
+// split)", or "validation accuracy 0.8 (best 0.82 at step 40); test accuracy 0.79 at the
+// end, 0.8 at the best step".
+std::string closing_metrics(const TrainResults& r) {
+  const auto at = [&] {
+    return r.best_step > 0 ? fmt::format(" at step {}", r.best_step) : std::string();
+  };
+  const char* test_label = metric_for(r.regression).label;
+  if (!r.validation)
+    return fmt::format(
+        "{} {:.4g} (best {:.4g}{}; best and target on the test set: no "
+        "validation split)",
+        test_label, r.final_test_metric, r.best_test_metric, at());
+  return fmt::format("{} {:.4g} (best {:.4g}{}); {} {:.4g} at the end, {:.4g} at the best step",
+                     metric_for(r.regression, true).label, r.final_validation_metric,
+                     r.best_validation_metric, at(), test_label, r.final_test_metric,
+                     r.best_test_metric);
+}
+
+}  // namespace
+
 std::string closing_line(const TrainResults& r, double target, std::uint64_t start_step,
                          std::size_t global_batch) {
   return fmt::format(
-      "done: {} steps in {:.1f} s{}, {:.0f} samples/s ({:.0f} in the steps alone), {} {:.4g} "
-      "(best {:.4g}){}",
+      "done: {} steps in {:.1f} s{}, {:.0f} samples/s ({:.0f} in the steps alone), {}{}",
       r.launch_steps, r.wall_s,
       start_step > 0
           ? fmt::format(" (steps {}-{}, resumed at step {})", start_step + 1, r.steps, start_step)
           : std::string(),
       r.wall_s > 0 ? double(r.launch_steps * global_batch) / r.wall_s : 0.0, r.samples_per_s,
-      metric_for(r.regression).label, r.final_test_metric, r.best_test_metric,
-      r.target_reached ? fmt::format(", target {} reached at step {}", target, r.steps_to_target)
+      closing_metrics(r),
+      r.target_reached ? fmt::format(", target {} reached at step {} (on the {} split)", target,
+                                     r.steps_to_target, r.validation ? "validation" : "test")
                        : std::string());
 }
 
@@ -294,8 +344,10 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   if (const std::string warning = blas::kernels_warning(); !warning.empty())
     lines.push_back("  " + warning);
   lines.push_back(fmt::format(
-      "  data {} ({}): {} train / {} test samples of shape {}, {}{}", f.data.path,
-      to_string(f.data.layout), f.train_samples, f.test_samples, to_string(f.data.sample_shape),
+      "  data {} ({}): {} train / {}{} test samples of shape {}, {}{}", f.data.path,
+      to_string(f.data.layout), f.train_samples,
+      f.validation_samples > 0 ? fmt::format("{} validation / ", f.validation_samples) : "",
+      f.test_samples, to_string(f.data.sample_shape),
       f.data.regression()
           ? fmt::format("{} float targets (regression, --loss mse)", f.data.num_targets)
           : fmt::format("{} classes", f.data.num_classes),
@@ -324,8 +376,12 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
                     f.setup->bucket_choice.reason, name_of(c.overlap), name_of(c.poll_driver),
                     per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
   lines.push_back(
-      fmt::format("  {} steps ({} per epoch), evaluation every {} steps, run directory {}",
-                  f.run->total_steps, f.run->steps_per_epoch, f.run->eval_every, f.run_dir));
+      fmt::format("  {} steps ({} per epoch), evaluation every {} steps ({}), run directory {}",
+                  f.run->total_steps, f.run->steps_per_epoch, f.run->eval_every,
+                  f.validation_samples > 0
+                      ? "validation split: best and target; test set at the best step and the end"
+                      : "test set: best and target too, no validation split",
+                  f.run_dir));
   return lines;
 }
 

@@ -35,6 +35,7 @@ struct RunFacts {
   int hosts = 0;        // --collective hierarchical: hosts of the two-level allreduce; else 0
   data::DataInfo data;  // --data: path, layout, shapes, dtypes, classes
   std::size_t train_samples = 0, test_samples = 0;
+  std::size_t validation_samples = 0;  // held out of train (--validation-fraction); 0: none
   std::string optimizer;  // Optimizer::describe()
   OptimizerStateBytes state_bytes;
   std::string run_dir;

@@ -16,6 +16,7 @@
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/framework/agreed.hpp"
 #include "ringtrain/framework/blas.hpp"
+#include "ringtrain/framework/data/holdout.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "train/run/training_run.hpp"
 #include "train/sum/exact_step.hpp"
@@ -34,6 +35,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
       plan_(plan_run(config, data_facts(data.info, data.train.size()), world_facts(comm))),
       train_(std::move(data.train)),
       test_(std::move(data.test)),
+      validation_(std::move(data.validation)),
       sampler_(config.seed, train_.size(), config.global_batch),
       // Rank 0 alone writes; every rank knows the path (--resume requires an explicit --run-dir).
       run_dir_path_(!config.run_dir.empty() ? config.run_dir
@@ -46,6 +48,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   // Before any evaluation, no MSE is the best yet (a resume restores the stored best).
   if (data.info.regression()) counters_.best_test_metric = INFINITY;
   results_.regression = data.info.regression();
+  results_.validation = validation_.size() > 0;
   facts_.config = &config_;
   facts_.run = &plan_;
   facts_.setup = &setup_;
@@ -53,6 +56,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   facts_.data = std::move(data.info);
   facts_.train_samples = train_.size();
   facts_.test_samples = test_.size();
+  facts_.validation_samples = validation_.size();
   prepare_model(input_shape);
   build_step();
   // A refused resume (another model, other data, no valid checkpoint) stops every rank before
@@ -162,8 +166,13 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
                                        comm_.rank() == 0 && !config_.quiet);
   // A resume of a finished run has nothing left to do.
   results_.steps = counters_.step;
-  results_.best_test_metric = counters_.best_test_metric;
-  results_.final_test_metric = counters_.final_test_metric;
+  // The counters hold the selection split's values; the test set's, under validation, are
+  // this launch's own (none yet).
+  (validating() ? results_.best_validation_metric : results_.best_test_metric) =
+      counters_.best_test_metric;
+  (validating() ? results_.final_validation_metric : results_.final_test_metric) =
+      counters_.final_test_metric;
+  if (validating()) results_.best_test_metric = results_.final_test_metric = NAN;
 }
 
 Trainer::Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,
@@ -193,6 +202,20 @@ const Sequential& Trainer::model() const {
   return *model_;
 }
 
+namespace {
+
+// --validation-fraction F: the samples the seed holds out of train (holdout.hpp) become the
+// validation split; the rest are trained on.
+void hold_out_validation(data::DataSplits& splits, const TrainConfig& config) {
+  const data::HoldOut parts =
+      data::hold_out(splits.train.size(), config.validation_fraction, config.seed);
+  data::Views views = data::split_views(std::move(splits.train), parts);
+  splits.train = std::move(views.train);
+  splits.validation = std::move(views.validation);
+}
+
+}  // namespace
+
 TrainResults Trainer::run() {
   Watchdog::Action on_stuck =
       watchdog_action_ ? watchdog_action_ : Watchdog::Action(default_watchdog_action);
@@ -203,6 +226,7 @@ TrainResults Trainer::run() {
     data::DataSplits splits =
         data::load_data(config_.data_dir, {.memory_limit_bytes = config_.data_memory_limit});
     check_loss(config_, splits.info, splits.info.path);
+    if (config_.validation_fraction > 0.0) hold_out_validation(splits, config_);
     return splits;
   });
   // The data may have used the child started ahead (HDF5): one more for the checkpoint.

@@ -24,6 +24,7 @@ TrainResults TrainingRun::train() {
     faults_.after_step(comm_.rank(), counters_.step);
     if (after_step(step)) break;
   }
+  evaluate_test_at_end();
   finish();
   return results_;
 }
@@ -108,31 +109,43 @@ bool TrainingRun::after_step(std::uint64_t step) {
   return stop_now || results_.target_reached;
 }
 
+// An evaluation of the selection split (validation, else test): the metrics record, the best
+// step (with validation, the test set evaluated there too), and the target.
 void TrainingRun::evaluate_now(std::uint64_t done) {
   const double t0 = now_s();
   watchdog_.enter("evaluation", done - 1);
-  const Evaluation e = evaluate(comm_, model_, test_, config_.seed);
+  const Evaluation e = evaluate(comm_, model_, selection_split(), config_.seed);
   if (config_.trace_steps > 0 && trace_->recording()) trace_->span(eval_name_, 0, t0, now_s());
   watchdog_.leave();
-  const Metric metric = metric_for(test_.regression());
+  const Metric metric = metric_for(test_.regression(), validating());
   const double value = metric.of(e);
-  results_.final_test_metric = counters_.final_test_metric = value;
-  if (metric.reached(value, counters_.best_test_metric)) counters_.best_test_metric = value;
-  results_.best_test_metric = counters_.best_test_metric;
-  if (run_dir_) {
-    run_dir_->append_metrics({{"step", done},
-                              {metric.key, value},
-                              {"test_loss", e.loss},
-                              {"wall_s", now_s() - start_s_}});
+  counters_.final_test_metric = value;
+  // Strictly better, or the first value at all (an accuracy of 0 is a best too).
+  const bool best =
+      (metric.reached(value, counters_.best_test_metric) && value != counters_.best_test_metric) ||
+      (results_.best_step == 0 && value == counters_.best_test_metric);
+  if (best) {
+    counters_.best_test_metric = value;
+    results_.best_step = done;
+  }
+  if (validating()) {
+    results_.final_validation_metric = value;
+    results_.best_validation_metric = counters_.best_test_metric;
+  } else {
+    results_.final_test_metric = value;
+    results_.best_test_metric = counters_.best_test_metric;
+  }
+  record_evaluation(done, validating() ? "validation" : "test", metric, e, nullptr);
+  if (run_dir_)
     bar_->message(fmt::format("step {:>6}  epoch {:5.2f}  loss {:.4f}  {} {:.4g}", done,
                               double(done) / double(plan_.steps_per_epoch),
                               metrics_->shown_loss(counters_), metric.label, value));
-  }
   if (config_.target > 0.0 && metric.reached(value, config_.target) && !results_.target_reached) {
     results_.target_reached = true;
     results_.steps_to_target = done;
     results_.time_to_target_s = now_s() - start_s_;
   }
+  if (best && validating()) evaluate_test(done, "best");
   metrics_->pause(now_s() - t0);  // evaluation time is not step time
 }
 

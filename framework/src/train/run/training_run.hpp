@@ -25,6 +25,7 @@
 #include "ringtrain/framework/train/checkpointer.hpp"
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/data_parallel_step.hpp"
+#include "ringtrain/framework/train/evaluation.hpp"
 #include "ringtrain/framework/train/fault_injector.hpp"
 #include "ringtrain/framework/train/run_directory.hpp"
 #include "ringtrain/framework/train/run_plan.hpp"
@@ -64,6 +65,15 @@ class TrainingRun {
   void check_mapped_data();
   bool after_step(std::uint64_t step);
   void evaluate_now(std::uint64_t done);
+  // The split best, --target and the stopping rule use: validation when the run holds one out.
+  const data::Dataset& selection_split() const;
+  bool validating() const { return validation_.size() > 0; }
+  // The test set (split_evaluation.cpp), with --validation-fraction: at a new best step and
+  // at the end. Collective.
+  void evaluate_test(std::uint64_t done, const char* at);
+  void evaluate_test_at_end();
+  void record_evaluation(std::uint64_t done, const char* split, const Metric& metric,
+                         const Evaluation& e, const char* at);
   void finish();
 
   const TrainConfig& config_;
@@ -75,6 +85,9 @@ class TrainingRun {
   RunFacts facts_;  // what the manifest and the banner state
 
   data::Dataset train_, test_;
+  data::Dataset validation_;     // --validation-fraction: held out of train; empty: none
+  std::uint64_t test_step_ = 0;  // the step of this launch's last test evaluation (0: none)
+  Evaluation last_test_;         // and its result
   data::GlobalSampler sampler_;
   std::filesystem::path run_dir_path_;
   std::unique_ptr<RunDirectory> run_dir_;  // rank 0 only

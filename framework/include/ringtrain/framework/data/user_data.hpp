@@ -63,6 +63,7 @@ struct DataInfo {
 
 struct DataSplits {
   Dataset train, test;
+  Dataset validation;  // held out of train (holdout.hpp: --validation-fraction); empty: none
   DataInfo info;
 };
 

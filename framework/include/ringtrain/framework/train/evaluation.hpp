@@ -38,6 +38,9 @@ struct Metric {
   }
 };
 Metric metric_for(bool regression);
+// The same metric on the validation split held out of train (--validation-fraction):
+// "validation_accuracy" | "validation_mse"; validation false: metric_for(regression).
+Metric metric_for(bool regression, bool validation);
 
 // Collective. `seed` keys the model's randomness as in training (unused without dropout).
 Evaluation evaluate(const collectives::Communicator& comm, Sequential& model,

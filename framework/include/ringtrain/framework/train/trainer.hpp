@@ -12,6 +12,7 @@
 // (evaluation.hpp). Rank 0 alone prints and writes the run directory.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,8 +31,16 @@ struct TrainResults {
   std::uint64_t steps = 0;         // the run's steps, from step 0
   std::uint64_t launch_steps = 0;  // of which this launch took (after a resume, fewer)
   bool regression = false;  // the metric: test accuracy, or test MSE (evaluation.hpp: Metric)
-  double final_test_metric = 0.0;
-  double best_test_metric = 0.0;  // the highest accuracy or the lowest MSE
+  // The split that picks the best step and meets --target: the validation split held out of
+  // train (--validation-fraction), or, without one, the test set itself.
+  bool validation = false;
+  double final_test_metric = 0.0;  // the test set's at the end (NaN: not evaluated)
+  // The test set's at the best step: without validation the highest accuracy or the lowest
+  // MSE (chosen on the test set itself); with it, the test set's at the step of the best
+  // validation value (NaN: that step was not in this launch)
+  double best_test_metric = 0.0;
+  double final_validation_metric = NAN, best_validation_metric = NAN;  // with validation
+  std::uint64_t best_step = 0;  // of the best value on the selection split (0: unknown)
   bool target_reached = false;
   std::uint64_t steps_to_target = 0;
   double time_to_target_s = 0.0;
@@ -42,8 +51,10 @@ struct TrainResults {
   // The signal this rank received that stopped the run at an agreed boundary (stop_signals.hpp;
   // 0: none). The command exits 130 after SIGINT, as a shell expects after Ctrl-C.
   int stop_signal = 0;
-  // "final_test_accuracy" / "best_test_accuracy", or "final_test_mse" / "best_test_mse", and
-  // "metric" naming which.
+  // "final_test_accuracy" / "best_test_accuracy", or "final_test_mse" / "best_test_mse",
+  // "split" (validation | test: what best and the target use), "metric" naming the selection
+  // metric, "best_step", and with validation "final_validation_accuracy" /
+  // "best_validation_accuracy" (or _mse).
   nlohmann::json to_json() const;
 };
 

@@ -44,7 +44,8 @@ struct TrainingCounters {
   std::uint64_t skipped_steps = 0;
   std::uint64_t nonfinite_in_a_row = 0;
   // The run's metric (evaluation.hpp: Metric): test accuracy, or test MSE on regression data
-  // (whose best starts at +inf). Stored under the keys best_test_accuracy and
+  // (whose best starts at +inf), on the split that picks the best step (validation under
+  // --validation-fraction, else test). Stored under the keys best_test_accuracy and
   // final_test_accuracy, the names files had before regression, so those files still load.
   double best_test_metric = 0.0;
   double final_test_metric = 0.0;
