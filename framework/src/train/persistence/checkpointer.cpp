@@ -314,6 +314,7 @@ std::optional<std::filesystem::path> Checkpointer::resume(
            "contents check");
   restore(loaded->tree, state);
   restore_residual(loaded->tree, state, comm_.rank(), comm_.size());
+  resumed_header_ = loaded->header;
   // A save interrupted after its rename (commit.hpp, steps 4-5) left the file we resume from
   // without LATEST naming it: finish that save's protocol now. Every rank is done reading.
   if (what == "auto") {

@@ -185,6 +185,16 @@ nlohmann::json model_json(const TrainConfig& c, const Sequential& model) {
           {"layers", layers}};
 }
 
+// The steps over which the learning-rate schedule is laid out when they follow the run's
+// length (cosine decays over the whole run; step without --step-size decays every third of
+// it); null when the schedule does not depend on the length.
+nlohmann::json schedule_horizon_steps(const TrainConfig& c, std::uint64_t total_steps) {
+  const ScheduleConfig s = c.schedule_config(total_steps);
+  if (s.kind == "cosine") return s.total_steps;
+  if (s.kind == "step" && c.step_size == 0) return s.step_size;
+  return nullptr;
+}
+
 }  // namespace
 
 nlohmann::json make_manifest(const RunFacts& f) {
@@ -245,6 +255,7 @@ nlohmann::json checkpoint_config(const RunFacts& f) {
     json["classes"] = f.data.num_classes;
   json["data_digest"] = f.data.digest;
   json["data_path"] = f.data.path;
+  json["schedule_horizon_steps"] = schedule_horizon_steps(*f.config, f.run->total_steps);
   return json;
 }
 

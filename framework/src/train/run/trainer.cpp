@@ -18,6 +18,7 @@
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/data/holdout.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "ringtrain/framework/train/experiment.hpp"
 #include "train/run/training_run.hpp"
 #include "train/sum/exact_step.hpp"
 
@@ -140,21 +141,51 @@ std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
   return checkpointer_->resume(*state_, config_.resume, [&](const std::string& m) { say(m); });
 }
 
+namespace {
+
+// The settings this launch changed since the checkpoint, among those that may change
+// (experiment.hpp), and the world size: {key: [the checkpoint's, this launch's]}.
+nlohmann::json changes_since(const std::optional<checkpoint::Header>& header,
+                             const std::string& config_json, int world_size) {
+  if (!header) return nlohmann::json::object();
+  nlohmann::json changed = allowed_changes(header->config_json, config_json);
+  if (header->world_size != world_size) changed["world_size"] = {header->world_size, world_size};
+  return changed;
+}
+
+// "; changed since: --log-every 5 -> 10, world_size 2 -> 1" (empty when nothing changed).
+std::string changes_text(const nlohmann::json& changed) {
+  std::string text;
+  for (const auto& [key, values] : changed.items())
+    text += fmt::format("{}{}{} {} -> {}", text.empty() ? "; changed since: " : ", ",
+                        key.find('_') == std::string::npos ? "--" : "", key, values[0].dump(),
+                        values[1].dump());
+  return text;
+}
+
+}  // namespace
+
 // What depends on the step we start at: the resume's records, the save policy, the logs.
 void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from) {
   if (!config_.resume.empty()) {
+    // Applied already (this launch's configuration is the one in use); recorded here.
+    const nlohmann::json changed = changes_since(checkpointer_->resumed_header(),
+                                                 checkpoint_config(facts_).dump(), comm_.size());
     if (from)
-      say(fmt::format("resumed from {} at step {} (epoch {}, position {})", from->string(),
-                      counters_.step, sampler_.state().epoch, sampler_.state().position));
+      say(fmt::format("resumed from {} at step {} (epoch {}, position {}){}", from->string(),
+                      counters_.step, sampler_.state().epoch, sampler_.state().position,
+                      changes_text(changed)));
     else
       say("no checkpoint to resume from in " + checkpointer_->dir().string() +
           ": starting at step 0");
     if (run_dir_) {
       // Records of steps after the checkpoint were logged by the killed attempt.
       run_dir_->truncate_metrics_after(counters_.step);
-      run_dir_->append_metrics(
-          {{"step", counters_.step},
-           {"resumed_from", from ? nlohmann::json(from->filename().string()) : nlohmann::json()}});
+      nlohmann::json record = {
+          {"step", counters_.step},
+          {"resumed_from", from ? nlohmann::json(from->filename().string()) : nlohmann::json()}};
+      if (from) record["resume"] = {{"changed", changed}};
+      run_dir_->append_metrics(record);
     }
   }
   start_step_ = counters_.step;

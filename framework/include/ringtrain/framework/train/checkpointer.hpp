@@ -116,6 +116,10 @@ class Checkpointer {
       const TrainingState& state, const std::string& what,
       const std::function<void(const std::string&)>& report);
 
+  // After resume() loaded a file: its header (step, world size, the configuration it was
+  // written with); before, or after a fresh start: nullopt.
+  const std::optional<checkpoint::Header>& resumed_header() const { return resumed_header_; }
+
   const std::filesystem::path& dir() const { return dir_; }
   // True if saves are signed (and resumes demand the signature).
   bool signs() const { return key_.has_value(); }
@@ -153,6 +157,7 @@ class Checkpointer {
   std::size_t keep_;
   std::string config_json_;
   std::optional<checkpoint::MacKey> key_;
+  std::optional<checkpoint::Header> resumed_header_;
   // Rank 0: the last snapshot's tree, whose storage the next one reuses.
   checkpoint::StateTree spare_tree_;
   // The save in flight. The snapshot, writer_error_ and writer_persist_s_ are the writer
