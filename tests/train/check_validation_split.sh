@@ -11,6 +11,7 @@
 #    test set is evaluated there; the closing line says the target was met on validation
 #  - `ringtrain eval RUN --split validation` draws the same held-out samples: the validation
 #    accuracy of the run's last record
+#  - the same run stopped at step 40 and resumed to 60 reports the same best step and values
 #  - F = 0: every evaluation is of the test set, the results say "split": "test", the best and
 #    the target are the test set's, and the closing line says so
 # Skips (77) without numpy or h5py for Debian's python3.
@@ -34,18 +35,20 @@ with h5py.File("data.h5", "w") as f:
     for s, count in (("train", 400), ("test", 150)):
         f[s + "/x"], f[s + "/y"] = split(count)
 PY
-run=(--data data.h5 --mlp-hidden 8 --global-batch 30 --lr 0.02 --eval-every 5 --steps 60
-     --log-every 5)
+run=(--data data.h5 --mlp-hidden 8 --global-batch 30 --lr 0.02 --eval-every 5 --log-every 5)
 train() { timeout -k 5 60 "$mpiexec" -n "$n" "$ringtrain" train "${run[@]}" "$@"; }
 
-train --run-dir V --validation-fraction 0.25 >v.log 2>&1 || fail "the run with validation failed"
-train --run-dir T --validation-fraction 0.25 --target "$("$python" - <<'PY'
+train --run-dir V --validation-fraction 0.25 --steps 60 >v.log 2>&1 || fail "the run with validation failed"
+train --run-dir T --validation-fraction 0.25 --steps 60 --target "$("$python" - <<'PY'
 import json
 evals = [r for r in map(json.loads, open("V/metrics.jsonl")) if r.get("split") == "validation"]
 print(repr(evals[len(evals) // 2]["validation_accuracy"]))  # reached midway, maybe earlier
 PY
 )" >t.log 2>&1 || fail "the run with a target failed"
-train --run-dir P >p.log 2>&1 || fail "the run without validation failed"
+train --run-dir P --steps 60 >p.log 2>&1 || fail "the run without validation failed"
+# The V run in two launches: stopped at step 40 (its end then), resumed to 60.
+train --run-dir R --validation-fraction 0.25 --steps 40 >r1.log 2>&1 || fail "R's first launch"
+train --run-dir R --validation-fraction 0.25 --steps 60 --resume auto >r2.log 2>&1 || fail "R's resume"
 "$mpiexec" -n "$n" "$ringtrain" eval V --data data.h5 --split validation >eval.log 2>&1 ||
   fail "eval --split validation failed"
 
@@ -86,6 +89,12 @@ def check_validated(run, steps):
 
 val, r = check_validated("V", 60)
 assert not r["target_reached"], r
+# Resumed at step 40: the same best step and the same values (the best step, 35 here, and the
+# test set's value there found in the first launch's records).
+rr = json.load(open("R/manifest.json"))["results"]
+keys = ("best_step", "best_validation_accuracy", "best_test_accuracy", "final_test_accuracy",
+        "final_validation_accuracy", "steps")
+assert {k: rr[k] for k in keys} == {k: r[k] for k in keys}, (rr, r)
 # The target: met at the first validation evaluation >= T, and the run stopped there.
 target = json.load(open("T/manifest.json"))["config"]["target"]
 first = next(e["step"] for e in val if e["validation_accuracy"] >= target)

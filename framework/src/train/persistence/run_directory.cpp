@@ -45,10 +45,11 @@ void RunDirectory::append_metrics(const nlohmann::json& record) {
   metrics_.flush();
 }
 
-void RunDirectory::truncate_metrics_after(std::uint64_t step) {
+std::vector<nlohmann::json> RunDirectory::truncate_metrics_after(std::uint64_t step) {
   metrics_.close();
   const std::filesystem::path path = dir_ / "metrics.jsonl";
   std::string kept;
+  std::vector<nlohmann::json> records;
   // Read only if it is a regular file (not a FIFO, not a link planted there), of at most 1 GiB.
   std::istringstream in(files::kind_at(path).empty()
                             ? std::string()
@@ -58,9 +59,11 @@ void RunDirectory::truncate_metrics_after(std::uint64_t step) {
     const auto at = record.is_object() ? record.find("step") : record.end();
     if (at != record.end() && at->is_number_unsigned() && at->get<std::uint64_t>() > step) continue;
     kept += line + "\n";
+    if (record.is_object()) records.push_back(record);
   }
   write_file_atomically(path, kept);
   open_metrics();
+  return records;
 }
 
 void refuse_unsigned_resume(const std::filesystem::path& run_dir, bool signs) {

@@ -5,8 +5,10 @@
 // read: at each new best validation step, and at the end of the run. Every evaluation is one
 // metrics.jsonl record naming its split: {"step", "split", "<split>_<metric>",
 // "<split>_loss", "wall_s"} and, for the test set under validation, "at": "best" | "end".
+// A resumed run finds its best step (and the test set's value there) in those records.
 #include <fmt/format.h>
 
+#include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
 #include "train/now.hpp"
 #include "train/run/training_run.hpp"
@@ -50,6 +52,40 @@ void TrainingRun::evaluate_test(std::uint64_t done, const char* at) {
 void TrainingRun::evaluate_test_at_end() {
   if (!validating() || !config_.evaluate || stopped_by_signal_) return;
   evaluate_test(results_.steps, "end");
+}
+
+namespace {
+
+// record[key] if it is a string, else "".
+std::string text_of(const nlohmann::json& record, const char* key) {
+  const auto at = record.find(key);
+  return at != record.end() && at->is_string() ? at->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+// The checkpoint holds the best value, not its step: the records metrics.jsonl kept up to the
+// checkpoint's step (rank 0's; a file of this run, read only for what the manifest reports)
+// give the step and, under validation, the test set's value there. Every rank learns the
+// step, which decides when the test set is evaluated next. Collective.
+void TrainingRun::recover_best(const std::vector<nlohmann::json>& records) {
+  const char* key = metric_for(test_.regression()).key;
+  double best_step[1] = {0.0};
+  for (const nlohmann::json& r : records) {
+    const auto step = r.find("step");
+    const auto value = r.find(key);
+    if (step == r.end() || !step->is_number_unsigned() || value == r.end() || !value->is_number())
+      continue;
+    if (validating() && text_of(r, "split") == "test" && text_of(r, "at") == "best") {
+      best_step[0] = step->get<double>();  // the last one: each was a new best
+      results_.best_test_metric = value->get<double>();
+    } else if (!validating() && best_step[0] == 0.0 && !r.contains("at") &&
+               value->get<double>() == counters_.best_test_metric) {
+      best_step[0] = step->get<double>();  // the first step with the best value
+    }
+  }
+  if (comm_.size() > 1) collectives::allreduce_max(comm_, std::span<double>(best_step));
+  results_.best_step = static_cast<std::uint64_t>(best_step[0]);
 }
 
 }  // namespace ringtrain

@@ -167,6 +167,7 @@ std::string changes_text(const nlohmann::json& changed) {
 
 // What depends on the step we start at: the resume's records, the save policy, the logs.
 void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from) {
+  std::vector<nlohmann::json> records;  // rank 0: metrics.jsonl up to the checkpoint's step
   if (!config_.resume.empty()) {
     // Applied already (this launch's configuration is the one in use); recorded here.
     const nlohmann::json changed = changes_since(checkpointer_->resumed_header(),
@@ -180,7 +181,7 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
           ": starting at step 0");
     if (run_dir_) {
       // Records of steps after the checkpoint were logged by the killed attempt.
-      run_dir_->truncate_metrics_after(counters_.step);
+      records = run_dir_->truncate_metrics_after(counters_.step);
       nlohmann::json record = {
           {"step", counters_.step},
           {"resumed_from", from ? nlohmann::json(from->filename().string()) : nlohmann::json()}};
@@ -204,6 +205,7 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
   (validating() ? results_.final_validation_metric : results_.final_test_metric) =
       counters_.final_test_metric;
   if (validating()) results_.best_test_metric = results_.final_test_metric = NAN;
+  if (from) recover_best(records);
 }
 
 Trainer::Trainer(TrainConfig config, std::unique_ptr<Sequential> model, const Shape& input_shape,

@@ -72,6 +72,7 @@ class TrainingRun {
   // at the end. Collective.
   void evaluate_test(std::uint64_t done, const char* at);
   void evaluate_test_at_end();
+  void recover_best(const std::vector<nlohmann::json>& records);
   void record_evaluation(std::uint64_t done, const char* split, const Metric& metric,
                          const Evaluation& e, const char* at);
   void finish();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "ringtrain/framework/atomic_file.hpp"
 
@@ -26,7 +27,8 @@ class RunDirectory {
   void append_metrics(const nlohmann::json& record);
   // A resumed run: drop the records of steps after `step` (the killed attempt logged them,
   // the resumed one will log them again), so metrics.jsonl reads as one uninterrupted run.
-  void truncate_metrics_after(std::uint64_t step);
+  // Returns the records kept that are JSON objects, in order.
+  std::vector<nlohmann::json> truncate_metrics_after(std::uint64_t step);
 
   // metrics.jsonl larger than this is refused by truncate_metrics_after.
   static constexpr std::size_t kMaxMetricsBytes = std::size_t{1} << 30;
