@@ -38,23 +38,31 @@ def help_text(ringtrain, words):
 
 
 def subcommands(text):
-    """The names listed under "Subcommands:" in a help text, in order."""
+    """The names listed under "Subcommands:" in a help text, in order. A name starts its line
+    after two spaces; a description wrapped onto further lines is indented deeper, and its
+    words are not names."""
     names, inside = [], False
     for line in text.splitlines():
         if line.startswith("Subcommands:"):
             inside = True
         elif inside and line.startswith("  ") and line.strip():
-            names.append(line.split()[0])
+            if line[2] != " ":
+                names.append(line.split()[0])
         elif inside and line.strip():
             inside = False
     return names
 
 
 def page(ringtrain):
-    sections, queue = [], [[]]
+    """One section per command. A help text seen before (CLI11 prints a command's own help for
+    a word that names none of its subcommands) ends that branch, so the walk always ends."""
+    sections, queue, seen = [], [[]], set()
     while queue:
         words = queue.pop(0)
         text = help_text(ringtrain, words)
+        if text in seen:
+            continue
+        seen.add(text)
         sections.append("## %s\n\n```text\n%s\n```\n" % (" ".join(["ringtrain"] + words), text))
         queue[0:0] = [words + [name] for name in subcommands(text)]
     return HEADER + "\n" + "\n".join(sections)
