@@ -68,7 +68,7 @@ def parse_args():
 
 def run(args, build, side_flags, run_dir):
     evaluation = ["--eval-every", str(args.eval_every)] if args.eval_every else ["--no-eval"]
-    command = [args.mpiexec, "-n", str(args.ranks), build, "train"] + evaluation + [
+    command = [args.mpiexec, "-n", str(args.ranks), build, "train", "--checkpoint-every", "0"] + evaluation + [
                "--quiet", "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
                "--run-dir", run_dir] + shlex.split(args.flags) + shlex.split(side_flags)
     if args.spans:

@@ -115,7 +115,7 @@ def contenders(args):
 
 
 def train_args(args, ranks, run_dir):
-    return [args.ringtrain, "train", "--model", args.model,
+    return [args.ringtrain, "train", "--checkpoint-every", "0", "--model", args.model,
             "--global-batch", str(args.local_batch * ranks), "--steps", str(args.train_steps),
             "--log-every", str(max(1, args.train_steps // 6)), "--no-eval", "--quiet",
             "--blas-threads", "1", "--run-dir", run_dir]

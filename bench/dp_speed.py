@@ -174,7 +174,7 @@ def run_ours(args, model, ranks, keep_dir):
     steps = warmup + repeats * steps_per_repeat
     log_every = math.gcd(warmup, steps_per_repeat)
     run_dir = tempfile.mkdtemp(prefix="dp_speed-%s-n%d-" % (model, ranks))
-    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--model", model,
+    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--checkpoint-every", "0", "--model", model,
            "--steps", str(steps), "--no-eval", "--quiet", "--blas-threads", "1",
            "--global-batch", str(args.global_batch), "--lr", "0.01",
            "--log-every", str(log_every), "--run-dir", run_dir] + args.ours_flags.split()

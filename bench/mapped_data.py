@@ -98,7 +98,7 @@ def one_run(args, data, paths, folder, label):
     if resident:  # another process read it meanwhile: say so rather than hide it
         print(f"# note: {resident} bytes of {data} were in the page cache after the drop")
     run_dir = tempfile.mkdtemp(prefix=f"run-{label}-", dir=folder)
-    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--data", data,
+    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--checkpoint-every", "0", "--data", data,
            "--model", "mlp", "--steps", str(args.steps), "--no-eval", "--quiet",
            "--global-batch", "128", "--run-dir", run_dir]
     manifest, _ = dp_speed.run_ringtrain(args, cmd, run_dir)

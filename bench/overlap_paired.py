@@ -69,7 +69,7 @@ def parse_args():
 def run_once(args):
     """One alternating run; returns its warm windows (metrics.jsonl records with both modes)."""
     run_dir = tempfile.mkdtemp(prefix="overlap-paired-%s-n%d-" % (args.model, args.ranks))
-    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--model", args.model,
+    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--checkpoint-every", "0", "--model", args.model,
            "--steps", str(args.steps), "--log-every", str(args.window), "--overlap", "alternate",
            "--no-eval", "--quiet", "--blas-threads", "1", "--global-batch", "128", "--lr", "0.01",
            "--trace-steps", "0", "--run-dir", run_dir] + args.flags.split()

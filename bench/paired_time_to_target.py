@@ -65,7 +65,7 @@ def parse_args():
 def run_once(args, variant, seed, workdir):
     run_dir = os.path.join(workdir, f"{variant}-{seed}")
     flag = VARIANTS[args.compare][0]
-    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", flag, variant,
+    cmd = [args.mpiexec, "-n", str(args.ranks), args.ringtrain, "train", "--checkpoint-every", "0", flag, variant,
            "--seed", str(seed), "--epochs", str(args.epochs), "--eval-every",
            str(args.eval_every), "--quiet", "--run-dir", run_dir] + args.flags.split()
     subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL)

@@ -62,7 +62,7 @@ def parse_args():
 
 def run_ours(args, seed):
     run_dir = tempfile.mkdtemp(prefix="ttt-ours-")
-    cmd = [args.mpiexec, "-n", "2", args.ringtrain, "train", "--target-accuracy", str(args.target),
+    cmd = [args.mpiexec, "-n", "2", args.ringtrain, "train", "--checkpoint-every", "0", "--target-accuracy", str(args.target),
            "--eval-every", str(args.eval_every), "--epochs", "30", "--seed", str(seed),
            "--blas-threads", "1", "--quiet", "--run-dir", run_dir] + args.ours_flags.split()
     try:

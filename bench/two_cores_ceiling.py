@@ -84,7 +84,7 @@ def parse_args():
 def command(args, model, arm, run_dir):
     plan = MODELS[model]
     ranks, threads = SHAPES[arm]
-    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--model", model, "--no-eval", "--quiet",
+    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--checkpoint-every", "0", "--model", model, "--no-eval", "--quiet",
            "--global-batch", "128", "--steps", str(plan["steps"]), "--log-every", str(plan["log_every"]),
            "--blas-threads", str(threads), "--run-dir", run_dir] + args.flags.split()
     if arm == "ranks":

@@ -75,7 +75,7 @@ def run(args, model, ranks, zero):
     steps = DEFAULT_STEPS[model]
     log_every = max(1, steps // LOG_WINDOWS)
     run_dir = tempfile.mkdtemp(prefix="zero_bench-%s-n%d-z%d-" % (model, ranks, zero))
-    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--model", model,
+    cmd = [args.mpiexec, "-n", str(ranks), args.ringtrain, "train", "--checkpoint-every", "0", "--model", model,
            "--optimizer", "adamw", "--lr", "0.001", "--steps", str(steps), "--no-eval",
            "--quiet", "--blas-threads", "1", "--global-batch", "128",
            "--log-every", str(log_every), "--trace-steps", "0", "--zero", str(zero),

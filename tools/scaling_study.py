@@ -81,7 +81,7 @@ def run_one(args, n, seed):
     manifest_path = os.path.join(run_dir, "manifest.json")
     done = os.path.exists(manifest_path) and json.load(open(manifest_path))["results"]["steps"] > 0
     if not done:
-        cmd = [args.mpiexec, "-n", str(n), args.ringtrain, "train", "--model", args.model,
+        cmd = [args.mpiexec, "-n", str(n), args.ringtrain, "train", "--checkpoint-every", "0", "--model", args.model,
                "--global-batch", str(global_batch(args, n)), "--lr", str(args.lr),
                "--lr-scaling", args.lr_scaling, "--warmup-steps", str(args.warmup_steps),
                "--target-accuracy", str(args.target), "--eval-every", str(args.eval_every),

@@ -40,7 +40,7 @@ def label(cap):
 
 def run(o, cap, overlap):
     run_dir = os.path.join(o.out, "%s-%s-overlap-%s" % (o.model, label(cap), overlap))
-    subprocess.run([o.mpiexec, "-n", str(o.ranks), o.ringtrain, "train", "--model", o.model,
+    subprocess.run([o.mpiexec, "-n", str(o.ranks), o.ringtrain, "train", "--checkpoint-every", "0", "--model", o.model,
                     "--steps", str(o.steps), "--no-eval", "--log-every", str(max(1, o.steps // 5)),
                     "--trace-steps", "0", "--quiet", "--bucket-bytes", str(cap),
                     "--overlap", overlap, "--run-dir", run_dir], check=True)
