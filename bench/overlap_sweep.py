@@ -81,7 +81,7 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", default="", help="per model, e.g. mlp=200,cnn=16 (default)")
     ap.add_argument("--trace-steps", type=int, default=8)
-    ap.add_argument("--progress", default="layers", help="--progress of ringtrain")
+    ap.add_argument("--ring-driver", default="layers", help="--ring-driver of ringtrain")
     ap.add_argument("--extra", default="", help="more ringtrain flags for every run")
     ap.add_argument("--ringtrain", default=os.path.join(ROOT, "build", "ringtrain"))
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
@@ -185,11 +185,11 @@ def keep(args, run_dir, model, n, cap, overlap, rnd):
 def run_once(args, model, n, cap, overlap, rnd):
     steps = args.steps[model]
     run_dir = tempfile.mkdtemp(prefix="overlap-%s-n%d-" % (model, n))
-    cmd = [args.mpiexec, "-n", str(n), args.ringtrain, "train", "--model", model, "--steps",
+    cmd = [args.mpiexec, "-n", str(n), args.ringtrain, "train", "--checkpoint-every", "0", "--model", model, "--steps",
            str(steps), "--no-eval", "--quiet", "--blas-threads", "1", "--global-batch", "128",
            "--lr", "0.01", "--log-every", str(max(1, steps // 4)), "--trace-steps",
-           str(args.trace_steps), "--run-dir", run_dir, "--overlap", overlap, "--progress",
-           args.progress] + (["--bucket-bytes", str(cap)] if cap else []) + args.extra.split()
+           str(args.trace_steps), "--run-dir", run_dir, "--overlap", overlap, "--ring-driver",
+           args.ring_driver] + (["--bucket-bytes", str(cap)] if cap else []) + args.extra.split()
     try:
         manifest, records = dp_speed.run_ringtrain(args, cmd, run_dir)
         windows = [w for w in records if "step_s" in w][1:]  # leave out the cold first window

@@ -45,7 +45,7 @@ done <<'RUNS'
 2 --steps 30 --log-every 10 --collective hierarchical --ranks-per-host 1 --zero 1 --no-eval
 3 --steps 20 --log-every 10 --collective hierarchical --ranks-per-host 2 --no-eval
 2 --steps 30 --log-every 10 --wire bf16 --bucket-bytes 65536 --no-eval
-2 --steps 30 --log-every 10 --progress thread --bucket-bytes 65536 --no-eval
+2 --steps 30 --log-every 10 --ring-driver thread --bucket-bytes 65536 --no-eval
 2 --steps 20 --log-every 10 --bucket-bytes 4096 --test-nan-rank 1 --test-nan-step 3 --no-eval
 RUNS
 exit $status

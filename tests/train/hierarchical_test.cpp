@@ -143,8 +143,8 @@ TEST_CASE("hierarchical: overlap on and off with the same buckets give the same 
   const RunOutput off = train_on(config, MPI_COMM_WORLD);
   config.overlap = Overlap::kOn;
   for (const std::string progress : {"layers", "thread"}) {
-    config.poll_driver = parse_choice<PollDriver>(progress, "--progress");
-    INFO("N = " << world_size() << ", progress " << progress);
+    config.poll_driver = parse_choice<PollDriver>(progress, "--ring-driver");
+    INFO("N = " << world_size() << ", ring driver " << progress);
     REQUIRE(all_ranks(bitwise_equal(train_on(config, MPI_COMM_WORLD).parameters,
                                     off.parameters)));
   }

@@ -53,9 +53,9 @@ TEST_CASE("overlap on and off, same buckets: bitwise the same parameters") {
     config.overlap = Overlap::kOn;
     for (const std::string progress : {"layers", "thread"})
       for (const std::string update : {"on", "off"}) {
-        config.poll_driver = parse_choice<PollDriver>(progress, "--progress");
+        config.poll_driver = parse_choice<PollDriver>(progress, "--ring-driver");
         config.bucket_update = parse_choice<OnOff>(update, "--bucket-update");
-        INFO(fmt::format("{}, N = {}: overlap on, progress {}, per-bucket update {}", optimizer,
+        INFO(fmt::format("{}, N = {}: overlap on, ring driver {}, per-bucket update {}", optimizer,
                          world_size(), progress, update));
         const RunOutput on = train_on(config, MPI_COMM_WORLD);
         REQUIRE(all_ranks(bitwise_equal(on.parameters, off.parameters)));

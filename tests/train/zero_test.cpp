@@ -91,8 +91,8 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
            {Variant{"on", "layers"}, Variant{"off", "layers"}, Variant{"on", "thread"}}) {
         if (bucket_bytes > 4096 && v.overlap != std::string("on")) continue;
         config.overlap = parse_choice<Overlap>(v.overlap, "--overlap");
-        config.poll_driver = parse_choice<PollDriver>(v.progress, "--progress");
-        INFO(fmt::format("{}, N = {}, bucket cap {} B, overlap {}, progress {}", optimizer, N,
+        config.poll_driver = parse_choice<PollDriver>(v.progress, "--ring-driver");
+        INFO(fmt::format("{}, N = {}, bucket cap {} B, overlap {}, ring driver {}", optimizer, N,
                          bucket_bytes, v.overlap, v.progress));
         const ZeroRun zero = run(config);
         REQUIRE(all_ranks(bitwise_equal(zero.out.parameters, plain.out.parameters)));

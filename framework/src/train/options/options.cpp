@@ -410,7 +410,7 @@ std::vector<TrainOption> bucket_options() {
              "start a bucket's ring during backward as soon as its gradients are written, or "
              "reduce after backward; alternate: on in even steps, off in odd ones, to measure "
              "what overlap buys step by step (the update is bitwise the same)"),
-      option("progress", &TrainConfig::poll_driver,
+      option("ring-driver", &TrainConfig::poll_driver,
              "rings advance between layers on the main thread, or on a polling thread"),
       path(option("cost-model", &TrainConfig::cost_model,
                   "JSON of `ringtrain bench allreduce --json` whose alpha-B fit sets the default "
@@ -456,6 +456,27 @@ std::vector<TrainOption> bucket_options() {
   };
 }
 
+// --progress: the bar or the step lines. The ring driver's words (layers, thread), which this
+// flag named before --ring-driver, still set the driver, with a note saying what to write.
+TrainOption progress_option() {
+  TrainOption o = option("progress", &TrainConfig::progress,
+                         "auto: a bar on a terminal (also under mpiexec), lines into a file or "
+                         "pipe; off: no per-step output (evaluations, saves and the summary "
+                         "still print; --quiet prints errors only)");
+  o.set = [](TrainConfig& c, std::string_view text) {
+    if (text != "layers" && text != "thread") {
+      c.progress = parse_choice<ProgressOutput>(text, "--progress");
+      return;
+    }
+    c.poll_driver = parse_choice<PollDriver>(text, "--ring-driver");
+    c.deprecation_note = fmt::format(
+        "ringtrain: note: progress {0} names the ring driver, now --ring-driver {0} (in a "
+        "config file: ring-driver = \"{0}\"); --progress chooses the output: {1}",
+        text, choice_list<ProgressOutput>());
+  };
+  return o;
+}
+
 std::vector<TrainOption> run_options() {
   return {
       not_in_config_toml(
@@ -490,6 +511,7 @@ std::vector<TrainOption> run_options() {
              0, 0x1p40),
       negated_switch("no-eval", &TrainConfig::evaluate, "do not evaluate on the test set"),
       option("quiet", &TrainConfig::quiet, "print errors only"),
+      progress_option(),
   };
 }
 
@@ -497,18 +519,15 @@ std::vector<TrainOption> run_options() {
 std::vector<TrainOption> checkpoint_options() {
   return {
       option("checkpoint-every", &TrainConfig::checkpoint_every,
-             "save every K steps, or auto (Young/Daly interval from the measured save cost and "
-             "--mtbf); 0: only at the end",
+             "auto: every tau = sqrt(2 C mu) (Young/Daly), C the save cost measured by the first "
+             "save after --log-every steps, mu the MTBF; K: every K steps; 0: only at the end",
              [](const TrainConfig& c, int) {
-               if (c.checkpoint_every == "auto")
-                 require(c.mtbf_s > 0 || c.node_mtbf_s > 0,
-                         "--checkpoint-every auto needs --mtbf SECONDS > 0 (the job's mean "
-                         "time between failures) or --node-mtbf SECONDS > 0 (one host's)");
-               else
+               if (c.checkpoint_every != "auto")
                  parse_size_list(c.checkpoint_every, "--checkpoint-every");
              }),
       ranged(option("mtbf", &TrainConfig::mtbf_s,
-                    "the job's mean time between failures in seconds, for --checkpoint-every auto"),
+                    "the job's mean time between failures in seconds, for --checkpoint-every auto "
+                    "(0: one day, the default for one machine)"),
              0, 1e12),
       ranged(option("node-mtbf", &TrainConfig::node_mtbf_s,
                     "one host's mean time between failures in seconds: the job's MTBF is this over "

@@ -29,11 +29,13 @@ class WatchedPhase {
 };
 
 // --node-mtbf: the job's MTBF over the hosts this run spans, printed and recorded; else
-// --mtbf. Collective with --node-mtbf.
-double job_mtbf_s(const collectives::Communicator& comm, const SavePolicyOptions& options,
-                  std::uint64_t step, RunDirectory* run_dir,
-                  const std::function<void(const std::string&)>& say) {
-  if (options.node_mtbf_s <= 0) return options.mtbf_s;
+// --mtbf; else the default. Collective with --node-mtbf.
+SavePolicy::Mtbf job_mtbf_s(const collectives::Communicator& comm, const SavePolicyOptions& options,
+                            std::uint64_t step, RunDirectory* run_dir,
+                            const std::function<void(const std::string&)>& say) {
+  if (options.node_mtbf_s <= 0)
+    return options.mtbf_s > 0 ? SavePolicy::Mtbf{options.mtbf_s, "--mtbf"}
+                              : SavePolicy::Mtbf{kDefaultJobMtbfS, "the default: one day"};
   const JobMtbf job = job_mtbf(comm, options.node_mtbf_s);
   say(fmt::format("job MTBF mu = node MTBF {:.6g} s / {} host{} = {:.6g} s", job.node_mtbf_s,
                   job.hosts, job.hosts == 1 ? "" : "s", job.mtbf_s));
@@ -42,7 +44,8 @@ double job_mtbf_s(const collectives::Communicator& comm, const SavePolicyOptions
         {{"step", step},
          {"job_mtbf",
           {{"node_mtbf_s", job.node_mtbf_s}, {"hosts", job.hosts}, {"mtbf_s", job.mtbf_s}}}});
-  return job.mtbf_s;
+  return {job.mtbf_s,
+          fmt::format("--node-mtbf over {} host{}", job.hosts, job.hosts == 1 ? "" : "s")};
 }
 
 checkpoint::SaveSchedule make_schedule(const SavePolicyOptions& options, std::uint64_t start_step,
@@ -73,8 +76,8 @@ SavePolicy::SavePolicy(const collectives::Communicator& comm, Checkpointer& chec
       checkpointer_(checkpointer),
       auto_(options.every == "auto"),
       async_(options.async),
-      schedule_(
-          make_schedule(options, start_step, job_mtbf_s(comm, options, start_step, run_dir, say))),
+      mtbf_(job_mtbf_s(comm, options, start_step, run_dir, say)),
+      schedule_(make_schedule(options, start_step, mtbf_.mtbf_s)),
       faults_(faults),
       watchdog_(watchdog),
       trace_(trace),
@@ -118,7 +121,7 @@ double SavePolicy::save(const TrainingState& state, std::uint64_t done, std::uin
     const std::array<double, 2> agreed = agree_cost(blocked_s, step_s);
     record["agreed_cost_s"] = agreed[0];
     if (run_dir_) run_dir_->append_metrics(record);
-    plan_interval(done, agreed);
+    if (why == Reason::kInterval) plan_interval(done, agreed);  // none follows the others
   } else if (run_dir_) {
     run_dir_->append_metrics(record);
   }
@@ -213,21 +216,22 @@ void SavePolicy::plan_interval(std::uint64_t done, const std::array<double, 2>& 
     say_(fmt::format(
         "checkpoint interval (Young/Daly, asynchronous): blocking cost C = {:.4g} s, persist "
         "latency L = {:.4g} s, MTBF mu = {:.6g} s, tau = max(sqrt(2 C mu), L) = {:.4g} s = {} "
-        "steps of {:.4g} s; predicted overhead C/tau + (tau/2 + L)/mu = {:.4g} %",
+        "steps of {:.4g} s; predicted overhead C/tau + (tau/2 + L)/mu = {:.4g} % (mu: {})",
         plan->cost_s, plan->latency_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
-        100.0 * plan->predicted_overhead));
+        100.0 * plan->predicted_overhead, mtbf_.source));
   else
     say_(
         fmt::format("checkpoint interval (Young/Daly): save cost C = {:.4g} s, MTBF mu = {:.6g} s, "
                     "tau = sqrt(2 C mu) = {:.4g} s = {} steps of {:.4g} s; predicted overhead "
-                    "C/tau + tau/(2 mu) = {:.4g} %",
+                    "C/tau + tau/(2 mu) = {:.4g} % (mu: {})",
                     plan->cost_s, plan->mtbf_s, plan->tau_s, plan->every_steps, plan->step_s,
-                    100.0 * plan->predicted_overhead));
+                    100.0 * plan->predicted_overhead, mtbf_.source));
   if (run_dir_)
     run_dir_->append_metrics({{"step", done},
                               {"interval_plan",
                                {{"cost_s", plan->cost_s},
                                 {"mtbf_s", plan->mtbf_s},
+                                {"mtbf_source", mtbf_.source},
                                 {"latency_s", plan->latency_s},
                                 {"tau_s", plan->tau_s},
                                 {"step_s", plan->step_s},

@@ -1,8 +1,10 @@
 // SavePolicy: when the training loop saves a checkpoint, and what it records about each save.
 //
 // Saves come every K steps (--checkpoint-every K), at a stop signal, at the end, or with
-// --checkpoint-every auto every τ = √(2·C·μ) seconds of useful compute (Young/Daly,
-// checkpoint/interval.hpp), where C is the measured save cost and μ the job's MTBF. In auto
+// --checkpoint-every auto (the default) every τ = √(2·C·μ) seconds of useful compute
+// (Young/Daly, checkpoint/interval.hpp), where C is the measured save cost and μ the job's MTBF
+// (--mtbf, --node-mtbf over the hosts, or kDefaultJobMtbfS). The saves at the end and at
+// a signal plan nothing (no save follows them). In auto
 // mode every rank must plan the same interval, so the ranks agree on C and on the step time
 // first (both MAX over ranks: a save costs as much as its slowest rank, a step as long as its
 // slowest rank). Each save appends {step, checkpoint_s, blocking_s, persist_s, reason} to
@@ -67,6 +69,13 @@ class SavePolicy {
   // A periodic save is due after completing step `done`.
   bool due(std::uint64_t done) const { return schedule_.due(done); }
 
+  // The job's MTBF μ the plan uses, and where it came from ("--mtbf", "the default: one day",
+  // "--node-mtbf over 2 hosts"): printed with each plan and recorded in metrics.jsonl.
+  struct Mtbf {
+    double mtbf_s = 0.0;
+    std::string source;
+  };
+
   // Why a save is made. A periodic save may fail (up to the limit); the others may not.
   enum class Reason { kInterval, kEnd, kSignal };
 
@@ -89,6 +98,7 @@ class SavePolicy {
   Checkpointer& checkpointer_;
   bool auto_;
   bool async_;
+  Mtbf mtbf_;
   checkpoint::SaveSchedule schedule_;
   const FaultInjector& faults_;
   Watchdog& watchdog_;

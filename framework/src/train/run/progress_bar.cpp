@@ -56,15 +56,17 @@ bool reaches_terminal(std::FILE* out) {
 }  // namespace
 
 ProgressBar::ProgressBar(std::FILE* out, std::uint64_t total_steps, std::uint64_t log_every,
-                         bool enabled)
+                         bool enabled, ProgressOutput mode)
     : out_(out),
       total_(total_steps),
       log_every_(log_every == 0 ? 1 : log_every),
       enabled_(enabled),
-      terminal_(enabled && reaches_terminal(out)) {}
+      steps_(enabled && mode != ProgressOutput::kOff),
+      terminal_(steps_ && (mode == ProgressOutput::kBar ||
+                           (mode == ProgressOutput::kAuto && reaches_terminal(out)))) {}
 
 void ProgressBar::update(std::uint64_t step, const std::string& status, bool force) {
-  if (!enabled_) return;
+  if (!steps_) return;
   if (terminal_) {
     const double t = now_s();
     if (!force && step != total_ && t - last_draw_s_ < 0.1) return;  // ≤ 10 redraws a second

@@ -11,6 +11,7 @@
 #include "ringtrain/checkpoint/version.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/train/evaluation.hpp"
+#include "ringtrain/framework/train/save_options.hpp"
 #include "ringtrain/framework/train/trainer.hpp"
 #include "train/safety/stop_signals.hpp"
 
@@ -81,7 +82,7 @@ nlohmann::json buckets_json(const RunFacts& f) {
         {"bandwidth_Bps", f.setup->ring_fit.model.bandwidth_Bps},
         {"source", f.setup->ring_fit.source}}},
       {"overlap", name_of(f.config->overlap)},
-      {"progress", name_of(f.config->poll_driver)},
+      {"ring_driver", name_of(f.config->poll_driver)},
       {"segment_bytes", o.ring.segment_bytes},
       {"segments_in_flight",
        {{"overlapping", o.overlap_segments_in_flight}, {"blocking", o.ring.segments_in_flight}}},
@@ -173,6 +174,26 @@ nlohmann::json data_json(const data::DataInfo& d) {
 }
 
 // The model: its layer list as built (spec), and each layer's output shape and parameters.
+// The MTBF --checkpoint-every auto plans with, and where it comes from.
+std::pair<double, std::string> planned_mtbf(const TrainConfig& c) {
+  if (c.node_mtbf_s > 0) return {c.node_mtbf_s, "--node-mtbf, over the hosts"};
+  if (c.mtbf_s > 0) return {c.mtbf_s, "--mtbf"};
+  return {kDefaultJobMtbfS, "the default: one day; give --mtbf or --node-mtbf"};
+}
+
+// The save plan in one line: when, what it is measured from, the MTBF and its source.
+std::string checkpoint_plan(const TrainConfig& c) {
+  const std::string kept = fmt::format("; newest {} kept", c.keep);
+  if (c.checkpoint_every == "0") return "at the end only (--checkpoint-every 0)";
+  if (c.checkpoint_every != "auto")
+    return fmt::format("every {} steps and at the end{}", c.checkpoint_every, kept);
+  const auto [mtbf_s, source] = planned_mtbf(c);
+  return fmt::format(
+      "every tau = sqrt(2 C mu) (Young/Daly), C measured by the first save {} steps in, mu = "
+      "{:.6g} s ({}){}{}",
+      c.log_every, mtbf_s, source, c.checkpoint_async == OnOff::kOn ? ", asynchronous" : "", kept);
+}
+
 nlohmann::json model_json(const TrainConfig& c, const Sequential& model) {
   nlohmann::json layers = nlohmann::json::array();
   for (std::size_t i = 0; i < model.num_layers(); ++i)
@@ -239,7 +260,11 @@ nlohmann::json make_manifest(const RunFacts& f) {
   m["gradient_buckets"] = buckets_json(f);
   // Whether checkpoints carry a MAC; never the key.
   m["checkpoints"] = {{"format_version", checkpoint::kFormatVersion},
-                      {"signed", checkpoint::key_file_in_use(c.checkpoint_key).has_value()}};
+                      {"signed", checkpoint::key_file_in_use(c.checkpoint_key).has_value()},
+                      {"plan", checkpoint_plan(c)}};
+  if (c.checkpoint_every == "auto")
+    m["checkpoints"]["mtbf"] = {{"seconds", planned_mtbf(c).first},
+                                {"source", planned_mtbf(c).second}};
   return m;
 }
 
@@ -382,7 +407,7 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
       c.zero == 1 ? ": each rank its shard of every bucket" : "", f.state_bytes.unsharded));
   if (f.world.size > 1)
     lines.push_back(
-        fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, progress {}{}",
+        fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, ring driver {}{}",
                     f.setup->buckets.size(), f.setup->bucket_choice.cap_bytes,
                     f.setup->bucket_choice.reason, name_of(c.overlap), name_of(c.poll_driver),
                     per_bucket_update(f) ? ", each bucket updated as soon as it is summed" : ""));
@@ -393,6 +418,7 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
                       ? "validation split: best and target; test set at the best step and the end"
                       : "test set: best and target too, no validation split",
                   f.run_dir));
+  lines.push_back("  checkpoints: " + checkpoint_plan(c));
   return lines;
 }
 

@@ -126,6 +126,8 @@ void TrainingRun::open_run_directory() {
   write_file_atomically(run_dir_->path() / "config.toml", config_.to_toml());
   for (const std::string& line : banner_lines(facts_)) say(line);
   warn_if_wrong_reduction(config_.reduction);
+  if (!config_.deprecation_note.empty())
+    std::fprintf(stderr, "%s\n", config_.deprecation_note.c_str());
 }
 
 // The training state and, with --resume, the checkpoint it continues from (nothing yet written).
@@ -192,10 +194,16 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
   start_step_ = counters_.step;
   saves_ = std::make_unique<SavePolicy>(comm_, *checkpointer_, plan_.saves, start_step_, faults_,
                                         watchdog_, trace_.get(), run_dir_.get(),
-                                        [this](const std::string& m) { say(m); });
+                                        [this](const std::string& m) {
+                                          // A plan mid-run goes on its own line, below the bar.
+                                          if (bar_)
+                                            bar_->message(m);
+                                          else
+                                            say(m);
+                                        });
   metrics_ = std::make_unique<MetricsLog>(comm_, run_dir_.get(), plan_.steps_per_epoch);
   bar_ = std::make_unique<ProgressBar>(stdout, plan_.total_steps, config_.log_every,
-                                       comm_.rank() == 0 && !config_.quiet);
+                                       comm_.rank() == 0 && !config_.quiet, config_.progress);
   // A resume of a finished run has nothing left to do.
   results_.steps = counters_.step;
   // The counters hold the selection split's values; the test set's, under validation, are

@@ -21,7 +21,7 @@ std::string to_string(PollDriver driver) {
 PollDriver parse_poll_driver(const std::string& name) {
   if (name == "layers") return PollDriver::kLayers;
   if (name == "thread") return PollDriver::kThread;
-  throw UsageError("--progress " + name + ": choose one of layers, thread");
+  throw UsageError("--ring-driver " + name + ": choose one of layers, thread");
 }
 
 struct RingPoller::Thread {
@@ -38,8 +38,8 @@ RingPoller::RingPoller(BucketRings& rings, PollDriver driver, double thread_poll
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_SERIALIZED)
     throw UsageError(
-        "--progress thread needs MPI initialised with MPI_THREAD_SERIALIZED or "
-        "more; this process has less: use --progress layers");
+        "--ring-driver thread needs MPI initialised with MPI_THREAD_SERIALIZED or "
+        "more; this process has less: use --ring-driver layers");
   thread_ = std::make_unique<Thread>();
   thread_->thread = std::thread([this] { thread_main(); });
 }

@@ -3,7 +3,7 @@
 //
 // Where it sits in a step: MPI moves data only inside MPI calls (MPICH/UCX run no progress
 // thread), so a ring started during backward advances only when this rank polls it. Two
-// drivers (PollDriver, the flag --progress):
+// drivers (PollDriver, the flag --ring-driver):
 //   kLayers  the main thread polls: between layers (layer_done), between pieces of long
 //            layer work (StepContext::poll), between pieces of the per-bucket optimizer
 //            update, and while it waits in finish(). Nothing here runs.

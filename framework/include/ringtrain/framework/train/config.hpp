@@ -66,7 +66,7 @@ struct TrainConfig {
   std::size_t bucket_bytes = 0;    // bucket cap; 0: the default rule from the α-β model
   Overlap overlap = Overlap::kOn;  // on: rings start during backward; off: after it; alternate:
                                    // on in even steps, off in odd ones (to measure overlap)
-  PollDriver poll_driver = PollDriver::kLayers;  // who polls the rings during backward
+  PollDriver poll_driver = PollDriver::kLayers;  // --ring-driver: who polls the rings
   OnOff bucket_update = OnOff::kOn;    // on: update each bucket once summed (hidden flag)
   std::size_t segments_in_flight = 0;  // overlapping rings' window; 0: the reducer's default
   std::string cost_model;              // JSON of `ringtrain bench allreduce --json` for the default
@@ -80,11 +80,14 @@ struct TrainConfig {
   std::uint64_t log_every = 50;
   bool evaluate = true;  // --no-eval: skip evaluation (tests, speed runs)
   bool quiet = false;    // --quiet: rank 0 prints errors only
+  ProgressOutput progress = ProgressOutput::kAuto;  // rank 0's bar or step lines (modes.hpp)
+  // A note for rank 0 to print once at start (an old config's `progress = "thread"`), or empty.
+  std::string deprecation_note;
 
   // checkpoints: always one at the end; --checkpoint-every adds periodic ones
   std::string checkpoint_every =
-      "0";                     // K steps, "auto" (Young/Daly from --mtbf), or 0: at the end only
-  double mtbf_s = 0.0;         // job mean time between failures, for "auto"
+      "auto";                  // "auto" (Young/Daly), K steps, or 0: at the end only
+  double mtbf_s = 0.0;         // job mean time between failures, for "auto"; 0: one day
   double node_mtbf_s = 0.0;    // one host's MTBF: the job's is this over the hosts (instead of mtbf)
   std::size_t keep = 3;        // newest checkpoints kept
   std::size_t max_failed_saves = 3;  // periodic saves that may fail in a row before the run stops

@@ -45,6 +45,10 @@ enum class OnOff { kOn, kOff };
 enum class ZeroGather { kSnapshot, kWriter };
 // auto: from y's dtype (integer labels: cross-entropy, float32 targets: mse); loss.hpp
 enum class LossChoice { kAuto, kCrossEntropy, kMse };
+// --progress: rank 0's per-step output (progress_bar.hpp). auto: a bar when the output reaches
+// a terminal (also through mpiexec), lines into a file or pipe; off: neither (the banner,
+// evaluations, saves and the summary still print; --quiet silences those too)
+enum class ProgressOutput { kAuto, kBar, kLines, kOff };
 
 // The table of enum E: ModeTable<E>::kChoices, one row per value.
 template <typename E>
@@ -98,6 +102,11 @@ template <> struct ModeTable<Overlap> {
 template <> struct ModeTable<PollDriver> {
   static constexpr Choice<PollDriver> kChoices[] = {
       {PollDriver::kLayers, "layers"}, {PollDriver::kThread, "thread"}};
+};
+template <> struct ModeTable<ProgressOutput> {
+  static constexpr Choice<ProgressOutput> kChoices[] = {
+      {ProgressOutput::kAuto, "auto"}, {ProgressOutput::kBar, "bar"},
+      {ProgressOutput::kLines, "lines"}, {ProgressOutput::kOff, "off"}};
 };
 template <> struct ModeTable<LossChoice> {
   static constexpr Choice<LossChoice> kChoices[] = {

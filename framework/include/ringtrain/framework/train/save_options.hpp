@@ -10,10 +10,14 @@
 
 namespace ringtrain {
 
+// The job's MTBF that --checkpoint-every auto plans with when neither --mtbf nor --node-mtbf
+// is given: one day, a conservative figure for one machine (docs/checkpoints.md says why).
+inline constexpr double kDefaultJobMtbfS = 86400.0;
+
 struct SavePolicyOptions {
-  std::string every = "0";   // --checkpoint-every: K, "auto", or "0" (at the end only)
-  double mtbf_s = 0.0;       // --mtbf, for auto
-  double node_mtbf_s = 0.0;  // --node-mtbf: the job's MTBF is this over the hosts (save_policy)
+  std::string every = "auto";  // --checkpoint-every: "auto", K, or "0" (at the end only)
+  double mtbf_s = 0.0;         // --mtbf, for auto (0: kDefaultJobMtbfS)
+  double node_mtbf_s = 0.0;    // --node-mtbf: the job's MTBF is this over the hosts (save_policy)
   std::uint64_t first_auto_save_steps = 50;  // auto: the first, measured save after this many
   std::size_t max_failed_saves = 3;  // --max-failed-saves: periodic failures in a row tolerated
   bool async = false;  // --checkpoint-async: periodic saves persist on a writer thread
