@@ -11,6 +11,7 @@
 
 #include "exact_words.hpp"
 #include "grid_words.hpp"
+#include "ringtrain/collectives/grid_exchange.hpp"
 #include "ringtrain/collectives/ring.hpp"
 #include "ringtrain/collectives/small.hpp"
 
@@ -272,19 +273,20 @@ void GridSum::convert(std::span<const int> grids) {
   }
 }
 
-namespace {
-
-// What the ranks agree on before any word moves: per block, its largest exponent field, its
+// What the ranks agree on before the words are rounded (allreduce_grid: before any word
+// moves; round_exchanged_grid: after they moved): per block, its largest exponent field, its
 // size, its fixed power and total (or GridSum's kNotFixed and 0), its terms on this rank; and
 // whether some term was not finite, some fixed block's term out of its bound, an output of
 // the wrong length.
-struct Facts {
+struct GridFacts {
   std::vector<int> fields;
   std::vector<std::size_t> sizes;
   std::vector<int> fixed_powers;
   std::vector<std::int64_t> fixed_terms, terms;
   bool non_finite = false, out_of_bound = false, wrong_out = false;
 };
+
+namespace {
 
 // Throws the same ExactSumError on every rank for a block whose facts differ between ranks or
 // whose terms exceed what its grid sums exactly; `facts` holds each value's max over ranks
@@ -313,7 +315,7 @@ void check_block(const Communicator& comm, std::size_t b, std::span<const double
 // kMaxTerms terms per block in total (a fixed block: at most its total) and no fixed block's
 // term outside its bound: a small max and a small sum (the terms per block). Every rank
 // throws the same error, or none does. Returns the grids; `finite` whether the sum is.
-std::vector<int> agree_grids(const Communicator& comm, const Facts& mine, bool& finite) {
+std::vector<int> agree_grids(const Communicator& comm, const GridFacts& mine, bool& finite) {
   const std::size_t B = mine.fields.size();
   constexpr std::size_t kPer = 7;  // field, then (x, −x) of size, fixed power, fixed total
   check_same_size(comm, B, "allreduce_grid (number of blocks)");
@@ -409,37 +411,74 @@ void reduce_scatter_words(const Communicator& comm, std::span<std::int64_t> word
 
 }  // namespace
 
-bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
-  const std::size_t M = sum.size();
-  Facts facts;
-  facts.fields = sum.max_field_;
-  for (std::size_t b = 0; b < sum.blocks(); ++b) facts.sizes.push_back(sum.block_size(b));
-  facts.fixed_powers = sum.fixed_power_;
-  facts.fixed_terms = sum.fixed_terms_;
-  facts.terms = sum.terms_;
-  facts.non_finite = sum.non_finite_;
-  facts.out_of_bound = sum.out_of_bound_;
-  facts.wrong_out = out.size() != M;
+namespace {
+
+// The ranks agree on the grids of `sum` (agree_grids); false if the sum is not finite (out is
+// then NaN on every rank).
+bool agree(const Communicator& comm, const GridSum& sum, const GridFacts& facts,
+           std::span<float> out, std::vector<int>& grids) {
   bool finite = true;
-  const std::vector<int> grids = agree_grids(comm, facts, finite);
-  if (M > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw ExactSumError("allreduce_grid: " + std::to_string(M) +
+  grids = agree_grids(comm, facts, finite);
+  if (sum.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw ExactSumError("allreduce_grid: " + std::to_string(sum.size()) +
                         " elements are too many for one call");
-  if (!finite) {
-    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-    return false;
+  if (!finite) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+  return finite;
+}
+
+}  // namespace
+
+// What the ranks agree on before the words are rounded.
+GridFacts GridSum::facts(std::size_t out_size) const {
+  GridFacts facts;
+  facts.fields = max_field_;
+  for (std::size_t b = 0; b < blocks(); ++b) facts.sizes.push_back(block_size(b));
+  facts.fixed_powers = fixed_power_;
+  facts.fixed_terms = fixed_terms_;
+  facts.terms = terms_;
+  facts.non_finite = non_finite_;
+  facts.out_of_bound = out_of_bound_;
+  facts.wrong_out = out_size != size();
+  return facts;
+}
+
+// out[from, from + count) <- the words there rounded, block by block, on their grids.
+void GridSum::round_into(std::span<const int> grids, std::size_t from, std::size_t count,
+                         std::span<float> out) const {
+  for (std::size_t b = 0; b < blocks(); ++b) {
+    const std::size_t begin = std::max(begin_[b], from);
+    const std::size_t end = std::min(begin_[b + 1], from + count);
+    if (begin < end) round_words(&words_[begin], end - begin, grids[b], &out[begin]);
   }
+}
+
+bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
+  std::vector<int> grids;
+  if (!agree(comm, sum, sum.facts(out.size()), out, grids)) return false;
   sum.convert(grids);
   // Each piece of this rank's chunk, once summed: rounded, block by block.
   const auto round_piece = [&](std::size_t from, std::size_t count) {
-    for (std::size_t b = 0; b < sum.blocks(); ++b) {
-      const std::size_t begin = std::max(sum.begin_[b], from);
-      const std::size_t end = std::min(sum.begin_[b + 1], from + count);
-      if (begin < end) round_words(&sum.words_[begin], end - begin, grids[b], &out[begin]);
-    }
+    sum.round_into(grids, from, count, out);
   };
   reduce_scatter_words(comm, sum.words_, sum.scratch_words_, round_piece);
   if (comm.size() > 1) all_gather(comm, out);
+  return true;
+}
+
+bool round_exchanged_grid(const Communicator& comm, GridSum& sum, GridExchange& exchange,
+                          std::span<float> out) {
+  exchange.start_from(0);
+  exchange.wait();
+  std::vector<int> grids;
+  if (!agree(comm, sum, sum.facts(out.size()), out, grids)) return false;
+  // Each range: this rank rounds its chunk of the range, the ring all-gathers the range.
+  const std::size_t N = std::size_t(comm.size()), r = std::size_t(comm.rank());
+  for (std::size_t i = 0; i < exchange.ranges(); ++i) {
+    const auto [begin, end] = exchange.range(i);
+    sum.round_into(grids, begin + chunk_begin(end - begin, N, r), chunk_size(end - begin, N, r),
+                   out);
+    if (N > 1) all_gather(comm, out.subspan(begin, end - begin));
+  }
   return true;
 }
 

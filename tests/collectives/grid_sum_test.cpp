@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mpi_test.hpp"
+#include "ringtrain/collectives/grid_exchange.hpp"
 
 using namespace ringtrain::collectives;
 using ringtrain::testing::Facts;
@@ -390,13 +391,21 @@ std::vector<int> fixed_powers(const Terms& terms, int extra) {
 }
 
 // The result on the fixed grids g = power − (51 − c).
-std::vector<float> fixed_result(const Terms& terms, const std::vector<int>& powers,
-                                Facts& facts) {
+std::vector<float> fixed_result(const Terms& terms, const std::vector<int>& powers, Facts& facts) {
   int c = 0;
   while ((std::size_t{1} << c) < terms.size()) ++c;
   std::vector<int> grids;
   for (int power : powers) grids.push_back(power - (51 - c));
   return result_on(terms, grids, facts);
+}
+
+// Rank me's terms of T over N ranks: kind 0 round robin, 1 in contiguous runs.
+std::vector<std::size_t> split_terms(std::size_t T, int kind, int N, int me) {
+  std::vector<std::size_t> mine;
+  for (std::size_t t = 0; t < T; ++t)
+    if ((kind == 0 ? t % std::size_t(N) : t * std::size_t(N) / T) == std::size_t(me))
+      mine.push_back(t);
+  return mine;
 }
 
 // The sum of `mine` on fixed grids: `how` 0 adds each term whole (add), 1 block by block
@@ -458,11 +467,7 @@ TEST_CASE("allreduce_grid, fixed grids: any split, order and pieces give the gri
     std::mt19937 order_rng(static_cast<std::uint32_t>(me + 7 * extra));
     for (int how = 0; how < 6; ++how)
       for (int kind = 0; kind < 2; ++kind) {
-        std::vector<std::size_t> mine;
-        for (std::size_t t = 0; t < terms.size(); ++t)
-          if ((kind == 0 ? t % std::size_t(N) : t * std::size_t(N) / terms.size()) ==
-              std::size_t(me))
-            mine.push_back(t);
+        std::vector<std::size_t> mine = split_terms(terms.size(), kind, N, me);
         std::shuffle(mine.begin(), mine.end(), order_rng);
         std::vector<float> out;
         facts.check(fixed_sum(comm, sum, terms, mine, powers, how, out),
@@ -544,5 +549,81 @@ TEST_CASE(
   sum.add(term);
   CHECK_THROWS_AS(sum.fix_grid(0, 4, 1), ExactSumError);
   CHECK_THROWS_AS(sum.add_pieces(0, 0, 11, term, 0), ExactSumError);  // not a fixed block
+  REQUIRE_ALL_RANKS(facts);
+}
+
+// Words summed over ranks range by range (grid_exchange.hpp), each range started once its
+// blocks hold their terms, from the last block to the first as backward finishes layers,
+// give allreduce_grid's bits for any split; the blocks left over are started by
+// round_exchanged_grid. A NaN on one rank makes every rank's result NaN; a block whose grid is
+// not fixed cannot start early.
+namespace {
+
+// The fixed sum of `mine`, block by block from the last; after block b the range from b on
+// starts if `starts` holds b.
+bool exchanged_sum(const Communicator& comm, GridSum& sum, GridExchange& exchange,
+                   const Terms& terms, const std::vector<std::size_t>& mine,
+                   const std::vector<int>& powers, const std::vector<std::size_t>& starts,
+                   std::vector<float>& out) {
+  sum.clear();
+  exchange.begin(comm, sum);
+  std::vector<std::size_t> begins{0};
+  for (std::size_t size : kSizes) begins.push_back(begins.back() + size);
+  for (std::size_t b = kSizes.size(); b-- > 0;) {
+    sum.fix_grid(b, powers[b], static_cast<std::int64_t>(terms.size()));
+    std::vector<float> stacked;
+    for (std::size_t t : mine)
+      stacked.insert(stacked.end(), terms[t].begin() + std::ptrdiff_t(begins[b]),
+                     terms[t].begin() + std::ptrdiff_t(begins[b + 1]));
+    sum.add_pieces(b, 0, kSizes[b], stacked, 0);
+    exchange.progress();
+    if (std::ranges::find(starts, b) != starts.end()) exchange.start_from(b);
+  }
+  out.assign(sum.size(), -1.0f);
+  return round_exchanged_grid(comm, sum, exchange, out);
+}
+
+}  // namespace
+
+TEST_CASE("round_exchanged_grid: ranges started as blocks complete give allreduce_grid's bits") {
+  Facts facts;
+  const Communicator comm;
+  const int N = comm.size(), me = comm.rank();
+  const Terms terms = make_terms(13, 17, -30, 30);
+  const std::vector<int> powers = fixed_powers(terms, 0);
+  const std::vector<float> reference = fixed_result(terms, powers, facts);
+  GridSum sum(kSizes);
+  GridExchange exchange;
+  const std::vector<std::vector<std::size_t>> patterns{{}, {3, 1, 0}, {2}, {0}, {3, 2, 1, 0}};
+  for (int kind = 0; kind < 2; ++kind)
+    for (std::size_t p = 0; p < patterns.size(); ++p) {
+      const std::vector<std::size_t> mine = split_terms(terms.size(), kind, N, me);
+      std::vector<float> out;
+      facts.check(exchanged_sum(comm, sum, exchange, terms, mine, powers, patterns[p], out),
+                  "finite terms gave a non-finite sum");
+      facts.check(same_bits(out, reference),
+                  "pattern " + std::to_string(p) + ", split " + std::to_string(kind) + " differs");
+    }
+  // A NaN among one rank's terms: every rank's result is NaN, and every rank says so.
+  Terms poisoned = terms;
+  poisoned[0][3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> out;
+  facts.check(!exchanged_sum(comm, sum, exchange, poisoned, split_terms(terms.size(), 0, N, me),
+                             powers, {3, 0}, out),
+              "a NaN term gave a finite sum");
+  facts.check(std::ranges::all_of(out, [](float x) { return std::isnan(x); }),
+              "a NaN term left some element finite");
+  // A block that keeps its terms (no fixed grid) cannot start before the sum.
+  GridSum kept(kSizes);
+  GridExchange early;
+  early.begin(comm, kept);
+  kept.add(terms[0]);
+  bool refused = false;
+  try {
+    early.start_from(0);
+  } catch (const ExactSumError&) {
+    refused = true;
+  }
+  facts.check(refused, "a block without a fixed grid started early");
   REQUIRE_ALL_RANKS(facts);
 }

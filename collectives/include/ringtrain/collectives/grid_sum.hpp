@@ -84,6 +84,9 @@
 
 namespace ringtrain::collectives {
 
+class GridExchange;  // grid_exchange.hpp
+struct GridFacts;    // what the ranks agree on before the words are rounded (grid_sum.cpp)
+
 // A sum of M elements in blocks, kept as float32 terms until allreduce_grid.
 class GridSum {
  public:
@@ -145,6 +148,9 @@ class GridSum {
 
  private:
   friend bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
+  friend bool round_exchanged_grid(const Communicator& comm, GridSum& sum, GridExchange& exchange,
+                                   std::span<float> out);
+  friend class GridExchange;  // grid_exchange.hpp: the words summed over ranks range by range
   // Checks before anything changes; ExactSumError names what is wrong.
   void check_block_term(std::size_t block, std::size_t size) const;
   void keep(std::size_t block, std::span<const float> terms, Keep keep);
@@ -155,6 +161,11 @@ class GridSum {
   void count(std::size_t block, int max_field, bool non_finite);
   // words_ <- every block's kept terms converted on its grid and summed.
   void convert(std::span<const int> grids);
+  // What this rank tells the others before the words are rounded; out_size: the output's.
+  GridFacts facts(std::size_t out_size) const;
+  // out[from, from + count) <- the words there rounded once, each block's on its grid.
+  void round_into(std::span<const int> grids, std::size_t from, std::size_t count,
+                  std::span<float> out) const;
 
   std::vector<std::size_t> begin_;        // (blocks + 1): first element of each block, then M
   std::vector<std::vector<float>> kept_;  // per block: its copied terms, one after another

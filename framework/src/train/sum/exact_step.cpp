@@ -67,12 +67,41 @@ ExactGradient::ExactGradient(const Sequential& model, const collectives::Communi
   std::size_t saved = 0;
   for (const Range& r : totals_) saved += r.size;
   saved_.resize(saved);
+  // Layer L's first tensor, or the first of a later layer's: the tensors are in layer order.
+  const std::vector<ParameterEntry>& entries = model.parameters().entries();
+  first_block_of_.assign(model.num_layers() + 1, entries.size());
+  for (std::size_t b = entries.size(); b-- > 0;) {
+    if (b + 1 < entries.size() && entries[b].layer > entries[b + 1].layer)
+      throw Error("exact sum: parameter tensors are not in layer order");
+    for (std::size_t layer = 0; layer <= entries[b].layer; ++layer) first_block_of_[layer] = b;
+  }
   if (trace_) {
     add_name_ = trace_->name("exact: add to the accumulator");
     bound_name_ = trace_->name("exact: agree on bounds");
     sum_name_ = trace_->name("exact: sum over ranks and round");
     loss_name_ = trace_->name("exact: loss over ranks");
+    start_name_ = trace_->name("exact: start the words' sum");
   }
+}
+
+void ExactGradient::clear(std::size_t micro_batches, bool overlap) {
+  sum_.clear();
+  loss_.clear();
+  micro_batches_ = static_cast<std::int64_t>(micro_batches);
+  overlap_ = overlap;
+  if (overlap_) exchange_.begin(comm_, sum_);
+}
+
+// The layers from `layer` on have all their terms: their words go to the other ranks.
+void ExactGradient::layer_done(std::size_t layer) {
+  if (!overlap_ || first_block_of_[layer] >= exchange_.started_from()) return;
+  const double t0 = now_s();
+  exchange_.start_from(first_block_of_[layer]);
+  span(start_name_, t0);
+}
+
+void ExactGradient::poll() {
+  if (overlap_) exchange_.progress();
 }
 
 void ExactGradient::span(std::size_t name, double begin_s) const {
@@ -130,6 +159,7 @@ void ExactGradient::Sink::add_pieces(std::span<float> gradient, std::size_t offs
   owner_.sum_.add_pieces(block_of(gradient), offset, length, pieces,
                          static_cast<std::int64_t>(first_term));
   owner_.span(owner_.add_name_, t0);
+  owner_.poll();  // between pieces of a layer's terms: the later layers' words move
 }
 
 void ExactGradient::poison() {
@@ -143,7 +173,10 @@ bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<fl
   for (const Range& r : totals_)
     saved = std::copy_n(gradient.begin() + std::ptrdiff_t(r.offset), r.size, saved);
   // Each rank sums and rounds its chunk of the words, then the ring all-gathers the floats.
-  collectives::allreduce_grid(comm, sum_, gradient);
+  if (overlap_)
+    collectives::round_exchanged_grid(comm, sum_, exchange_, gradient);
+  else
+    collectives::allreduce_grid(comm, sum_, gradient);
   auto restore = saved_.cbegin();
   for (const Range& r : totals_) {
     std::copy_n(restore, r.size, gradient.begin() + std::ptrdiff_t(r.offset));
@@ -167,13 +200,15 @@ ExactGradientSum::ExactGradientSum(const collectives::Communicator& comm, Sequen
       micro_batch_(micro_batch),
       reducer_(comm, model.parameters(), reducer, trace),
       exact_(model, comm, trace),
-      trace_(trace) {
+      trace_(trace),
+      poll_([this] { exact_.poll(); }) {
   if (trace_) pass_name_ = trace_->name("exact: forward, loss, backward");
 }
 
-void ExactGradientSum::begin_step(bool /*overlap*/, std::size_t global_samples) {
-  exact_.clear((global_samples + micro_batch_ - 1) / micro_batch_);
+void ExactGradientSum::begin_step(bool overlap, std::size_t global_samples) {
+  exact_.clear((global_samples + micro_batch_ - 1) / micro_batch_, overlap);
   account_ = StepComm{};
+  account_.overlap = overlap;
   whole_ = gathering_ = false;
   pass_start_s_ = now_s();
 }
@@ -183,7 +218,7 @@ void ExactGradientSum::begin_step(bool /*overlap*/, std::size_t global_samples) 
 // collective, also with n = 0) and add each micro-batch's dW, db into the exact sum (the
 // sink); y and dx of Linear run on the row-stable products where this CPU has them.
 void ExactGradientSum::prepare(StepContext& ctx) {
-  ctx.poll = nullptr;  // no rings in flight
+  ctx.poll = &poll_;  // the words' sums started during backward (overlap on)
   ctx.exact_micro_batch = micro_batch_;
   ctx.exact_gradient = &exact_.sink();
   ctx.exact_row_stable = blas::own_kernels_supported();

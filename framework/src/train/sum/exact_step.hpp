@@ -29,7 +29,13 @@
 //                      rank rounding its chunk of the totals to float32 once; the ring
 //                      all-gathers the floats into every rank's gradient buffer (the same
 //                      bits everywhere), and the optimizer (elementwise, independent of N)
-//                      runs unchanged.
+//                      runs unchanged. With --overlap on (the default) the words' sum starts
+//                      during backward instead: once a layer's backward is done its tensors'
+//                      words are final (their grids were fixed before their first term), so
+//                      their sum over ranks starts (collectives/grid_exchange.hpp) while the
+//                      layers before it run, polled between the pieces of their terms; the
+//                      agreement, the rounding of each rank's chunk and the all-gather follow
+//                      after backward as before. Integer sums: the same bits either way.
 //   5. the loss       each micro-batch's loss sum (a double over its m samples, not scaled)
 //                      is one term of a one-element ExactSum, summed over ranks the same way
 //                      and rounded to float32 once: the logged loss has the same bits for any
@@ -38,9 +44,10 @@
 //   Nothing carries over between steps (clear() per step), so a run saved at N ranks resumes
 //   bitwise at another N.
 //   Trace (--trace-steps): on lane 0, "exact: forward, loss, backward" (the call), inside
-//   it per layer "exact: agree on bounds" (the small max over ranks) and "exact: add to the
-//   accumulator" per piece of a term (its rounding onto the grid), then "exact: sum over
-//   ranks and round" (the agreement on counts and flags, the words' sum, the rounding back),
+//   it per layer "exact: agree on bounds" (the small max over ranks), "exact: add to the
+//   accumulator" per piece of a term (its rounding onto the grid) and, with overlap, "exact:
+//   start the words' sum" (a layer's words sent), then "exact: sum over ranks and round"
+//   (the agreement on counts and flags, the words' sum or its rest, the rounding back),
 //   "exact: loss over ranks" and "optimizer": bench/README-exact.md splits the step's cost
 //   with them.
 //
@@ -99,12 +106,14 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "ringtrain/collectives/communicator.hpp"
 #include "ringtrain/collectives/exact_sum.hpp"
+#include "ringtrain/collectives/grid_exchange.hpp"
 #include "ringtrain/collectives/grid_sum.hpp"
 #include "ringtrain/framework/layer.hpp"
 #include "ringtrain/framework/parameters.hpp"
@@ -137,12 +146,10 @@ class ExactGradient {
   ExactGradient(const ExactGradient&) = delete;
   ExactGradient& operator=(const ExactGradient&) = delete;
 
-  // Starts a step of `micro_batches` micro-batches over all ranks: no terms.
-  void clear(std::size_t micro_batches) {
-    sum_.clear();
-    loss_.clear();
-    micro_batches_ = static_cast<std::int64_t>(micro_batches);
-  }
+  // Starts a step of `micro_batches` micro-batches over all ranks: no terms. overlap: the
+  // words of each layer's tensors start their sum over ranks once the layer is done
+  // (layer_done), else all at once in sum_into.
+  void clear(std::size_t micro_batches, bool overlap);
   // Adds one micro-batch's loss sum (not scaled) as one term.
   void add_loss(double loss_sum) { loss_.add(std::span<const double>(&loss_sum, 1)); }
   // For ctx.exact_gradient (layer.hpp): bound(views, bounds) takes the largest of each
@@ -153,6 +160,11 @@ class ExactGradient {
   const ExactGradientSink& sink() const { return sink_; }
   // Marks the sum not finite (a non-finite loss or an injected fault): every rank skips.
   void poison();
+  // Backward has finished layer `layer` (and every layer after it): with overlap, the words
+  // of their tensors start their sum over ranks (collectives/grid_exchange.hpp). Collective.
+  void layer_done(std::size_t layer);
+  // Moves the sums in flight (between pieces of backward's work).
+  void poll();
   // gradient <- the sum over ranks of every rank's partials, rounded once (the same bits on
   // every rank), except BatchNorm's tensors, left as they are. Returns whether every element
   // is finite (then the same on every rank). Collective.
@@ -195,7 +207,10 @@ class ExactGradient {
   std::vector<Range> totals_;        // BatchNorm's tensors: left out of sum_into's rounding
   std::vector<float> saved_;         // their values while sum_into rounds the buffer
   Trace* trace_;                     // null: no spans
-  std::size_t add_name_ = 0, bound_name_ = 0, sum_name_ = 0, loss_name_ = 0;
+  std::size_t add_name_ = 0, bound_name_ = 0, sum_name_ = 0, loss_name_ = 0, start_name_ = 0;
+  bool overlap_ = false;                     // this step's words start during backward
+  collectives::GridExchange exchange_;       // overlap: their sums over ranks
+  std::vector<std::size_t> first_block_of_;  // per layer: its first tensor (or any later one's)
 };
 
 // --reduction exact as the step's way to sum (gradient_sum.hpp): the layers add each
@@ -219,7 +234,7 @@ class ExactGradientSum final : public GradientSum {
   void prepare(StepContext& ctx) override;
   std::size_t loss_rows(std::size_t /*local_rows*/) const override { return micro_batch_; }
   void add_loss(double loss_sum) override { exact_.add_loss(loss_sum); }
-  void layer_done(std::size_t /*layer*/) override {}
+  void layer_done(std::size_t layer) override { exact_.layer_done(layer); }
   bool finish(bool local_ok) override;
   std::optional<ShardPiece> next_summed() override;
   // Rank 0 reports the exact loss and the other ranks 0, so the window's sum over ranks is
@@ -244,6 +259,7 @@ class ExactGradientSum final : public GradientSum {
   Trace* trace_;
   std::size_t pass_name_ = 0;
   double pass_start_s_ = 0.0;
+  std::function<void()> poll_;  // ctx.poll: the exact sum's words in flight move
 };
 
 }  // namespace ringtrain
