@@ -280,10 +280,9 @@ TEST_CASE("exact --zero 1, AdamW: N ranks, even and uneven splits, bitwise one p
 }
 
 // --overlap on (the default, every test above) starts each layer's words' sum over ranks
-// once its backward is done; --overlap off sums them all after backward, on the ring. The
-// same bits, at the uneven split as well.
-TEST_CASE("exact: words summed during backward (--overlap on) give --overlap off's bits",
-          "[mlp]") {
+// once its backward is done (from kOverlapFromRanks ranks on); --overlap off sums them all
+// after backward, on the ring. The same bits, at the uneven split as well.
+TEST_CASE("exact: words summed during backward (--overlap on) give --overlap off's bits", "[mlp]") {
   const Case c = mlp_case();
   TrainConfig config = exact_config(c, OptimizerKind::kSgd);
   config.local_batches = uneven_split(c, world_size());
@@ -291,8 +290,8 @@ TEST_CASE("exact: words summed during backward (--overlap on) give --overlap off
   const RunOutput after = train_on(config, MPI_COMM_WORLD);
   config.overlap = Overlap::kOn;
   const RunOutput during = train_on(config, MPI_COMM_WORLD);
-  REQUIRE(all_ranks(!during.parameters.empty() &&
-                    bitwise_equal(during.parameters, after.parameters)));
+  REQUIRE(
+      all_ranks(!during.parameters.empty() && bitwise_equal(during.parameters, after.parameters)));
 }
 
 // The tests above can fail: a float sum at the same uneven split differs in the last bits (N > 1),

@@ -205,10 +205,15 @@ ExactGradientSum::ExactGradientSum(const collectives::Communicator& comm, Sequen
   if (trace_) pass_name_ = trace_->name("exact: forward, loss, backward");
 }
 
+// With --overlap on, the words' sum starts during backward from kOverlapFromRanks ranks on.
+// At N = 2 on two cores it measured slower than the ring after backward: each rank's core
+// does its own copies, and no core is idle to hide them (bench/README-exact.md, "The words'
+// sum during backward").
 void ExactGradientSum::begin_step(bool overlap, std::size_t global_samples) {
-  exact_.clear((global_samples + micro_batch_ - 1) / micro_batch_, overlap);
+  const bool words_during_backward = overlap && comm_.size() >= kOverlapFromRanks;
+  exact_.clear((global_samples + micro_batch_ - 1) / micro_batch_, words_during_backward);
   account_ = StepComm{};
-  account_.overlap = overlap;
+  account_.overlap = words_during_backward;
   whole_ = gathering_ = false;
   pass_start_s_ = now_s();
 }

@@ -29,13 +29,14 @@
 //                      rank rounding its chunk of the totals to float32 once; the ring
 //                      all-gathers the floats into every rank's gradient buffer (the same
 //                      bits everywhere), and the optimizer (elementwise, independent of N)
-//                      runs unchanged. With --overlap on (the default) the words' sum starts
-//                      during backward instead: once a layer's backward is done its tensors'
-//                      words are final (their grids were fixed before their first term), so
-//                      their sum over ranks starts (collectives/grid_exchange.hpp) while the
-//                      layers before it run, polled between the pieces of their terms; the
-//                      agreement, the rounding of each rank's chunk and the all-gather follow
-//                      after backward as before. Integer sums: the same bits either way.
+//                      runs unchanged. With --overlap on (the default) and N >= 3
+//                      (kOverlapFromRanks) the words' sum starts during backward instead: once a
+//                      layer's backward is done its tensors' words are final (their grids were
+//                      fixed before their first term), so their sum over ranks starts
+//                      (collectives/grid_exchange.hpp) while the layers before it run, polled
+//                      between the pieces of their terms; the agreement, the rounding of each
+//                      rank's chunk and the all-gather follow after backward as before. Integer
+//                      sums: the same bits either way.
 //   5. the loss       each micro-batch's loss sum (a double over its m samples, not scaled)
 //                      is one term of a one-element ExactSum, summed over ranks the same way
 //                      and rounded to float32 once: the logged loss has the same bits for any
@@ -123,6 +124,10 @@
 #include "train/trace.hpp"
 
 namespace ringtrain {
+
+// The fewest ranks at which --overlap on starts the words' sum during backward (ExactGradientSum::
+// begin_step says why not at 2).
+inline constexpr int kOverlapFromRanks = 3;
 
 // Micro-batch partials one step may add: the accumulator's term limit (B <= this · m).
 inline constexpr std::size_t kExactMaxMicroBatches =
