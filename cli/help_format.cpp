@@ -97,6 +97,8 @@ constexpr std::pair<std::string_view, std::string_view> kTopics[] = {
     {"seed", "Optimization"},
     {"max-nonfinite-steps", "Optimization"},
     {"local-batches", "Parallelism"},
+    {"rebalance-every", "Parallelism"},
+    {"max-local-batch", "Parallelism"},
     {"reduction", "Parallelism"},
     {"exact-micro-batch", "Parallelism"},
     {"sync-bn", "Parallelism"},

@@ -103,9 +103,14 @@ void add_train(CLI::App& app, Runner& run,
   train->add_option("--test-step-s", f.step_s)->group("");
   train->add_option("--test-pause-step", f.pause_steps)->delimiter(',')->group("");
   train->add_option("--test-pause-file", f.pause_file)->group("");
+  auto slow_rank = std::make_shared<std::string>();
+  train->add_option("--test-slow-rank", *slow_rank)->group("");
+  train->add_option("--test-split-alone-rank", f.split_alone_rank)->group("");
+  train->add_flag("--test-ignore-core-wait", f.ignore_core_wait)->group("");
 
-  train->callback([&run, config, faults, on_results] {
-    run = [config, faults, on_results]() -> int {
+  train->callback([&run, config, faults, slow_rank, on_results] {
+    run = [config, faults, slow_rank, on_results]() -> int {
+      if (!slow_rank->empty()) parse_slow_rank(*slow_rank, *faults);
       collectives::Communicator comm;
       const models::ModelSpec spec = agreed_model_spec(comm, *config);
       // The model fits the data's sample shape and classes (or regression targets), known

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/train/options.hpp"
 
@@ -15,6 +17,18 @@ namespace ringtrain {
 void TrainConfig::validate(int world_size) const {
   for (const TrainOption& option : train_options())
     if (option.check) option.check(*this, world_size);
+}
+
+std::vector<std::size_t> TrainConfig::first_split(std::size_t world_size) const {
+  if (local_batches.empty() || auto_split())
+    return data::near_equal_split(global_batch, world_size);
+  return data::parse_local_batches(local_batches, world_size, global_batch);
+}
+
+std::size_t TrainConfig::local_batch_cap(std::size_t world_size) const {
+  if (auto_split()) return max_local_batch > 0 ? max_local_batch : global_batch;
+  const std::vector<std::size_t> split = first_split(world_size);
+  return *std::max_element(split.begin(), split.end());
 }
 
 OptimizerConfig TrainConfig::optimizer_config() const {
@@ -75,7 +89,7 @@ std::string TrainConfig::to_toml() const {
     if (option.name == (steps > 0 ? "epochs" : "steps")) continue;
     if (value.is_string() && option.names_file(value.get<std::string>()))
       value = std::filesystem::absolute(value.get<std::string>()).lexically_normal().string();
-    if (option.list)  // [1024, 1024], as TOML writes an array
+    if (option.list && value != "auto")  // [1024, 1024], as TOML writes an array
       text +=
           fmt::format("{} = [{}]\n", option.name,
                       fmt::join(parse_size_list(value.get<std::string>(), option.flag()), ", "));

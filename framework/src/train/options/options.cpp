@@ -134,11 +134,12 @@ std::vector<TrainOption> bucket_options();
 std::vector<TrainOption> run_options();
 std::vector<TrainOption> checkpoint_options();
 std::vector<TrainOption> safety_options();
+std::vector<TrainOption> split_options();
 
 std::vector<TrainOption> make_table() {
   std::vector<TrainOption> table;
   for (auto part : {data_and_model_options, optimizer_options, parallel_options, bucket_options,
-                    run_options, checkpoint_options, safety_options})
+                    run_options, checkpoint_options, safety_options, split_options})
     for (TrainOption& o : part()) {
       const bool numeric = o.kind == ValueKind::kWhole || o.kind == ValueKind::kReal;
       if (numeric && !(o.minimum < o.maximum))
@@ -245,11 +246,10 @@ std::vector<TrainOption> data_and_model_options() {
                     }),
              1, 0x1p24),
       list(option("local-batches", &TrainConfig::local_batches,
-                  "explicit per-rank split b0,b1,... summing to the global batch",
+                  "explicit per-rank split b0,b1,... summing to the global batch, or auto: the "
+                  "split follows each rank's measured compute speed (see --rebalance-every)",
                   [](const TrainConfig& c, int world_size) {
-                    if (!c.local_batches.empty())
-                      data::parse_local_batches(
-                          c.local_batches, static_cast<std::size_t>(world_size), c.global_batch);
+                    c.first_split(static_cast<std::size_t>(world_size));
                   })),
       ranged(option("steps", &TrainConfig::steps, "number of steps (overrides --epochs)"), 0,
              0x1p40),
@@ -308,9 +308,7 @@ void check_exact(const TrainConfig& c, int world_size) {
   require(m > 0, "--exact-micro-batch 0: a micro-batch holds at least one sample");
   if (c.reduction != Reduction::kExact) return;
   const auto world = static_cast<std::size_t>(world_size);
-  const std::vector<std::size_t> batches =
-      c.local_batches.empty() ? data::near_equal_split(c.global_batch, world)
-                              : data::parse_local_batches(c.local_batches, world, c.global_batch);
+  const std::vector<std::size_t> batches = c.first_split(world);
   for (std::size_t r = 0; r < batches.size(); ++r)
     require(batches[r] % m == 0,
             fmt::format("--reduction exact: every local batch must be a multiple of "
@@ -591,6 +589,51 @@ std::vector<TrainOption> safety_options() {
                        fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", c.watchdog_s));
                  }),
           0, 1e9),
+  };
+}
+
+// --local-batches auto: what the split may do, and the combinations it refuses.
+void check_split(const TrainConfig& c, int world_size) {
+  const auto world = static_cast<std::size_t>(world_size);
+  if (!c.auto_split()) {
+    require(c.max_local_batch == 0,
+            fmt::format("--max-local-batch {} caps the split of --local-batches auto only; drop "
+                        "it or add --local-batches auto",
+                        c.max_local_batch));
+    return;
+  }
+  require(c.reduction != Reduction::kMeanOfMeans,
+          "--local-batches auto with --reduction mean-of-means: that update depends on the "
+          "split, so moving samples would change the experiment; use --reduction sum-scaled "
+          "or exact");
+  const std::size_t cap = c.local_batch_cap(world);
+  const std::vector<std::size_t> even = c.first_split(world);
+  const std::size_t largest = *std::max_element(even.begin(), even.end());
+  require(cap <= c.global_batch,
+          fmt::format("--max-local-batch {} is above --global-batch {}: a rank never gets more "
+                      "than the whole batch",
+                      cap, c.global_batch));
+  require(cap >= largest,
+          fmt::format("--max-local-batch {} is below the near-equal split's {} (--global-batch "
+                      "{} over {} ranks), the split auto starts from; raise it",
+                      cap, largest, c.global_batch, world_size));
+}
+
+std::vector<TrainOption> split_options() {
+  return {
+      ranged(option("rebalance-every", &TrainConfig::rebalance_every,
+                    "--local-batches auto: steps per window; after each the ranks agree on a new "
+                    "split of the global batch in proportion to their measured compute speeds",
+                    [](const TrainConfig& c, int) {
+                      require(c.rebalance_every >= 1,
+                              "--rebalance-every 0: a window holds at least one step");
+                    }),
+             0, 0x1p40),
+      ranged(option("max-local-batch", &TrainConfig::max_local_batch,
+                    "--local-batches auto: the most samples a rank may get (its buffers are "
+                    "planned for it; 0: the global batch)",
+                    check_split),
+             0, 0x1p24),
   };
 }
 

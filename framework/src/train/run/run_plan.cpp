@@ -108,11 +108,9 @@ RunPlan plan_run(const TrainConfig& config, const DataFacts& data, const WorldFa
   RunPlan run;
   run.blas_threads = blas_threads(config, world);
   run.global_batch = config.global_batch;
-  run.local_batches =
-      config.local_batches.empty()
-          ? data::near_equal_split(config.global_batch, ranks)
-          : data::parse_local_batches(config.local_batches, ranks, config.global_batch);
-  run.largest_local_batch = *std::max_element(run.local_batches.begin(), run.local_batches.end());
+  run.local_batches = config.first_split(ranks);
+  // Under --local-batches auto the buffers and the model are planned for the cap.
+  run.largest_local_batch = config.local_batch_cap(ranks);
   run.model_rows = std::max<std::size_t>({run.largest_local_batch, kEvalChunk, 1});
   // The sampler's epochs: the last batch of an epoch may be short (sampler.hpp).
   run.steps_per_epoch = (data.train_samples + config.global_batch - 1) / config.global_batch;
@@ -144,6 +142,7 @@ StepSetup plan_step(const TrainConfig& config, const RunPlan& run, const WorldFa
   StepPlan& step = setup.step;
   step.reduction = config.reduction;
   step.local_batches = run.local_batches;
+  step.max_local_batch = run.largest_local_batch;
   step.schedule = config.schedule_config(run.total_steps);
   step.sync_bn = world.size > 1 && (config.sync_bn == SyncBn::kOn ||
                                     (config.sync_bn == SyncBn::kAuto && model.has_batch_norm()));

@@ -38,6 +38,10 @@ struct StepTimes {
   double collectives = 0;                       // rings run this step
   double wire_bytes = 0, inter_host_bytes = 0;  // StepComm's: sent by this rank, between hosts
   bool overlap = true;                          // this step's rings started during backward
+  // Measured for --local-batches auto (StepInstruments::measure_split): of forward_s +
+  // backward_s, the communication inside them (StepComm::inside_compute_s) and the seconds
+  // this thread waited for a core (core_wait.hpp).
+  double inside_comm_s = 0, core_wait_s = 0;
   double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + poll_s; }
 };
 

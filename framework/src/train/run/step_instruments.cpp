@@ -36,13 +36,17 @@ void StepInstruments::begin(std::uint64_t step) {
 }
 
 // The phase that ends here is measured; the sum's start is where a rank may stall.
+// A test's slow rank does its extra work at the end of backward, inside the compute it slows.
 void StepInstruments::enter(StepPhase phase) {
+  if (phase_ == StepPhase::kBackward)
+    faults_.slow_compute(rank_, step_, now_s() - compute_start_s_);
   const double t = now_s();
   switch (phase_) {
     case StepPhase::kSlice:
       times_.data_s = t - phase_start_s_;
       span(data_name_, phase_start_s_, t);
-      layer_end_s_ = t;
+      layer_end_s_ = compute_start_s_ = t;
+      if (core_wait_source_) core_wait_start_ = read_core_wait(*core_wait_source_);
       break;
     case StepPhase::kForward:  // the loss is the forward phase's last span
       times_.forward_s = t - phase_start_s_;
@@ -51,6 +55,11 @@ void StepInstruments::enter(StepPhase phase) {
       break;
     case StepPhase::kBackward:
       times_.backward_s = t - phase_start_s_;
+      if (core_wait_source_) {  // a share the rusage source cannot tell counts as no wait
+        const CoreWaitReading end = read_core_wait(*core_wait_source_);
+        times_.core_wait_s = core_wait_share(core_wait_start_, end).value_or(0.0) *
+                             (end.wall_s - core_wait_start_.wall_s);
+      }
       break;
     case StepPhase::kUpdate:
       times_.optimizer_s += t - phase_start_s_;
@@ -90,6 +99,7 @@ void StepInstruments::end(const StepComm& comm, std::span<float> parameters) {
   times_.wire_bytes = comm.wire_bytes;
   times_.inter_host_bytes = comm.inter_host_bytes;
   times_.overlap = comm.overlap;
+  times_.inside_comm_s = comm.inside_compute_s;
   if (one_pass_) {
     times_.backward_s += times_.forward_s;
     times_.forward_s = 0.0;

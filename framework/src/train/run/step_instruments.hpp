@@ -20,12 +20,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "ringtrain/framework/sequential.hpp"
 #include "ringtrain/framework/train/fault_injector.hpp"
 #include "ringtrain/framework/train/step_probe.hpp"
+#include "train/run/core_wait.hpp"
 #include "train/run/step_account.hpp"
 #include "train/safety/watchdog.hpp"
 #include "train/trace.hpp"
@@ -48,6 +50,9 @@ class StepInstruments final : public StepProbe {
 
   // The times of the last step that ended.
   const StepTimes& times() const { return times_; }
+  // From now on, also read this thread's core wait at the start of forward and the end of
+  // backward (StepTimes::core_wait_s): what --local-batches auto needs.
+  void measure_core_wait() { core_wait_source_ = available_core_wait_source(); }
 
  private:
   void span(std::size_t name, double begin_s, double end_s) const;
@@ -65,6 +70,9 @@ class StepInstruments final : public StepProbe {
   StepPhase phase_ = StepPhase::kSlice;
   double step_start_s_ = 0.0, phase_start_s_ = 0.0;
   double layer_end_s_ = 0.0;  // end of the previous span of the compute lane
+  double compute_start_s_ = 0.0;  // forward began
+  std::optional<CoreWaitSource> core_wait_source_;
+  CoreWaitReading core_wait_start_;
   bool traced_ = false;       // this step is recorded in the trace
   StepTimes times_;
 };

@@ -110,8 +110,32 @@ void TrainingRun::build_step() {
       config_.reduction == Reduction::kExact);
   step_ = std::make_unique<DataParallelStep>(comm_, model_, train_, setup_.step, setup_.reducer,
                                              plan_.optimizer, *instruments_);
+  if (config_.auto_split()) plan_split();
   facts_.optimizer = step_->optimizer().describe();
   facts_.state_bytes = optimizer_state_bytes(comm_, step_->optimizer(), step_->shard());
+}
+
+// The floats a step holds per row for `rows` rows: the input and every layer's output (the
+// activations planned for that many rows; layers' own scratch not counted), in bytes.
+namespace {
+double split_rows_bytes(const Sequential& model, std::size_t rows) {
+  std::size_t per_row = num_elements(model.input_shape());
+  for (std::size_t i = 0; i < model.num_layers(); ++i)
+    per_row += num_elements(model.layer_output_shape(i));
+  return double(per_row) * double(rows) * sizeof(float);
+}
+}  // namespace
+
+// --local-batches auto: the planner of the split, and the core wait measured each step. Per-rank
+// BatchNorm would compute something else for each split: refused.
+void TrainingRun::plan_split() {
+  if (model_.has_batch_norm() && !setup_.step.sync_bn && comm_.size() > 1)
+    throw UsageError(
+        "--local-batches auto with --sync-bn off: per-rank BatchNorm statistics change with the "
+        "split, so moving samples would change the experiment; use --sync-bn on (or auto)");
+  planner_ = std::make_unique<SplitPlanner>(comm_, config_, plan_.local_batches, faults_, nullptr,
+                                            [this](const std::string& m) { say(m); });
+  instruments_->measure_core_wait();
 }
 
 void TrainingRun::open_run_directory() {
@@ -119,12 +143,17 @@ void TrainingRun::open_run_directory() {
       std::make_unique<RunDirectory>(run_dir_path_, /*allow_existing=*/!config_.resume.empty());
   facts_.run_dir = run_dir_->path().string();
   manifest_ = make_manifest(facts_);
+  if (planner_) {
+    planner_->set_run_directory(run_dir_.get());
+    manifest_["split_policy"] = planner_->policy();
+  }
   // A signed run stays signed: a resume without the key is refused (load_checkpoint).
   manifest_["checkpoints_signed"] = checkpointer_->signs();
   manifest_["results"] = TrainResults{}.to_json();
   run_dir_->write_manifest(manifest_);
   write_file_atomically(run_dir_->path() / "config.toml", config_.to_toml());
   for (const std::string& line : banner_lines(facts_)) say(line);
+  if (planner_) say(planner_->banner_line(split_rows_bytes(model_, plan_.largest_local_batch)));
   warn_if_wrong_reduction(config_.reduction);
   if (!config_.deprecation_note.empty())
     std::fprintf(stderr, "%s\n", config_.deprecation_note.c_str());

@@ -21,6 +21,10 @@ TrainResults TrainingRun::train() {
     const data::GlobalBatch batch = sampler_.next_batch();
     const StepOutcome outcome = step_->run(step, batch);
     account(outcome, step);
+    if (planner_)  // --local-batches auto: a new split between windows
+      if (const auto split =
+              planner_->after_step(step + 1, outcome.local_samples, instruments_->times()))
+        step_->set_split(*split);
     faults_.after_step(comm_.rank(), counters_.step);
     if (after_step(step)) break;
   }

@@ -35,6 +35,7 @@
 #include "train/run/metrics_log.hpp"
 #include "train/run/progress_bar.hpp"
 #include "train/run/run_report.hpp"
+#include "train/run/split_planner.hpp"
 #include "train/run/step_instruments.hpp"
 #include "train/safety/stop_signals.hpp"
 #include "train/safety/watchdog.hpp"
@@ -57,6 +58,7 @@ class TrainingRun {
   void say(const std::string& line) const;
   void prepare_model(const Shape& input_shape);
   void build_step();
+  void plan_split();
   void open_run_directory();
   std::optional<std::filesystem::path> load_checkpoint();
   void continue_from(const std::optional<std::filesystem::path>& resumed_from);
@@ -99,6 +101,7 @@ class TrainingRun {
   std::unique_ptr<collectives::Hierarchy> hierarchy_;  // --collective hierarchical; outlives step_
   std::unique_ptr<StepInstruments> instruments_;
   std::unique_ptr<DataParallelStep> step_;
+  std::unique_ptr<SplitPlanner> planner_;  // --local-batches auto only
 
   TrainingCounters counters_;
   std::unique_ptr<TrainingState> state_;

@@ -1,6 +1,8 @@
 // ScriptedFaults: the FaultInjector that a FaultPlan describes (fault_injector.hpp).
 #include "ringtrain/framework/train/fault_injector.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +13,8 @@
 
 #include "ringtrain/checkpoint/commit.hpp"
 #include "ringtrain/checkpoint/error.hpp"
+#include "ringtrain/framework/error.hpp"
+#include "train/now.hpp"
 #include "train/safety/stop_signals.hpp"
 
 namespace ringtrain {
@@ -23,6 +27,18 @@ class ScriptedFaults final : public FaultInjector {
   bool poison_gradient(int rank, std::uint64_t step) const override {
     return plan_.nan_rank == rank && plan_.nan_step == step;
   }
+  void slow_compute(int rank, std::uint64_t step, double compute_s) const override {
+    const bool moved = plan_.slow_moves_to >= 0 && step >= plan_.slow_moves_at;
+    if ((moved ? plan_.slow_moves_to : plan_.slow_rank) != rank || plan_.slow_factor <= 1.0) return;
+    // Arithmetic until the time is up: the core is busy, as a slower core's would be.
+    const double until = now_s() + (plan_.slow_factor - 1.0) * compute_s;
+    double x = 1.0;
+    while (now_s() < until)
+      for (int i = 0; i < 256; ++i) x = x * 0.999999 + 1e-6;
+    spin_sink_ = x;
+  }
+  bool decide_split_alone(int rank) const override { return plan_.split_alone_rank == rank; }
+  bool hold_split_for_core_wait() const override { return !plan_.ignore_core_wait; }
   void before_gradient_sum(int rank, std::uint64_t step) const override {
     if (plan_.hang_rank == rank && plan_.hang_step == step)
       std::this_thread::sleep_for(std::chrono::duration<double>(plan_.hang_s));
@@ -81,9 +97,30 @@ class ScriptedFaults final : public FaultInjector {
   }
 
   FaultPlan plan_;
+  mutable volatile double spin_sink_ = 0.0;  // keeps the slow rank's arithmetic
 };
 
 }  // namespace
+
+void parse_slow_rank(const std::string& text, FaultPlan& plan) {
+  int rank = -1, to = -1;
+  double factor = 0.0;
+  unsigned long long at = 0;
+  char end = 0;
+  const int one = std::sscanf(text.c_str(), "%d:%lf%c", &rank, &factor, &end);
+  const int moving = std::sscanf(text.c_str(), "%d:%lf@%llu:%d%c", &rank, &factor, &at, &to, &end);
+  const bool ok = (one == 2 || moving == 4) && rank >= 0 && std::isfinite(factor) &&
+                  factor >= 1.0 && factor <= 1000.0;
+  if (!ok || (moving == 4 && to < 0))
+    throw UsageError(
+        fmt::format("--test-slow-rank {}: expected R:F or R:F@STEP:R2 (ranks >= 0, "
+                    "1 <= F <= 1000)",
+                    text));
+  plan.slow_rank = rank;
+  plan.slow_factor = factor;
+  plan.slow_moves_at = moving == 4 ? at : 0;
+  plan.slow_moves_to = moving == 4 ? to : -1;
+}
 
 std::unique_ptr<FaultInjector> make_scripted_faults(FaultPlan plan) {
   return std::make_unique<ScriptedFaults>(std::move(plan));

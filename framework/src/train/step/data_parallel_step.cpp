@@ -1,14 +1,19 @@
 // One data-parallel step (data_parallel_step.hpp): the recipe in run(), each part below it.
 #include "ringtrain/framework/train/data_parallel_step.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <numeric>
 
 #include "ringtrain/collectives/exact_sum.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/error.hpp"
 #include "ringtrain/framework/loss.hpp"
+#include "train/now.hpp"
 #include "train/sum/exact_step.hpp"
 #include "train/sum/gradient_reducer.hpp"
 
@@ -19,21 +24,28 @@ namespace coll = collectives;
 
 // SyncBatchNorm's cross-rank sum: one small allreduce of doubles (or of an exact sum's words). It
 // runs during backward, while gradient rings may be in flight, so it holds the sum's MPI lock.
+// Its seconds are added to `seconds` (communication inside forward and backward).
 class CommSum final : public CrossRankSum {
  public:
-  CommSum(const coll::Communicator& comm, std::mutex& mpi_mutex) : comm_(comm), mutex_(mpi_mutex) {}
+  CommSum(const coll::Communicator& comm, std::mutex& mpi_mutex, double& seconds)
+      : comm_(comm), mutex_(mpi_mutex), seconds_(seconds) {}
   void sum(std::span<double> values) const override {
+    const double t0 = now_s();
     std::lock_guard lock(mutex_);
     coll::allreduce_sum(comm_, values);
+    seconds_ += now_s() - t0;
   }
   void sum_exact(coll::ExactSum& sum) const override {
+    const double t0 = now_s();
     std::lock_guard lock(mutex_);
     coll::allreduce_exact(comm_, sum);
+    seconds_ += now_s() - t0;
   }
 
  private:
   const coll::Communicator& comm_;
   std::mutex& mutex_;
+  double& seconds_;
 };
 
 // The way to sum that `reduction` names. Collective.
@@ -60,9 +72,10 @@ DataParallelStep::DataParallelStep(const coll::Communicator& comm, Sequential& m
       sum_(make_sum(comm, model, plan_, reducer, probe.trace())),
       // --zero 1: the optimizer's state covers only this rank's chunk of each bucket.
       optimizer_(make_optimizer(optimizer, sum_->shard().elements())),
-      bn_sum_(std::make_unique<CommSum>(comm, sum_->mpi_mutex())) {
-  const std::size_t max_local =
-      *std::max_element(plan_.local_batches.begin(), plan_.local_batches.end());
+      bn_sum_(std::make_unique<CommSum>(comm, sum_->mpi_mutex(), bn_sum_s_)) {
+  const std::size_t max_local = plan_.max_local_batch =
+      std::max(plan_.max_local_batch,
+               *std::max_element(plan_.local_batches.begin(), plan_.local_batches.end()));
   inputs_.resize(max_local * num_elements(model.input_shape()));
   labels_.resize(train.regression() ? 0 : max_local);
   targets_.resize(max_local * train.num_targets);
@@ -97,10 +110,27 @@ StepOutcome DataParallelStep::run(std::uint64_t step, const data::GlobalBatch& b
   return end_step(n, B, loss_sum, applied);
 }
 
+void DataParallelStep::set_split(std::span<const std::size_t> split) {
+  std::vector<std::size_t>& now = plan_.local_batches;
+  const auto total = [](std::span<const std::size_t> s) {
+    return std::accumulate(s.begin(), s.end(), std::size_t{0});
+  };
+  const std::size_t m = plan_.reduction == Reduction::kExact ? plan_.exact_micro_batch : 1;
+  bool fits = split.size() == now.size() && total(split) == total(now);
+  for (const std::size_t b : split) fits = fits && b <= plan_.max_local_batch && b % m == 0;
+  if (!fits)
+    throw Error(
+        fmt::format("set_split: {} does not replace {}: N entries summing to the same B, "
+                    "each a multiple of {} and at most {}",
+                    fmt::join(split, ","), fmt::join(now, ","), m, plan_.max_local_batch));
+  std::copy(split.begin(), split.end(), now.begin());
+}
+
 // Starts step `step`: copies the samples of this rank's slice into the input buffers; returns
 // b_r.
 std::size_t DataParallelStep::begin_step(std::uint64_t step, const data::GlobalBatch& batch) {
   probe_.begin(step);
+  bn_sum_s_ = 0.0;
   lr_ = learning_rate(step);
   counted_ = false;
   const data::Slice mine = data::rank_slice(
@@ -211,7 +241,9 @@ void DataParallelStep::update(const ShardPiece& piece) {
 // the loss.
 StepOutcome DataParallelStep::end_step(std::size_t n, std::size_t global_samples, double loss_sum,
                                        bool applied) {
-  probe_.end(sum_->account(), model_.parameters().values());
+  StepComm comm = sum_->account();
+  comm.inside_compute_s += bn_sum_s_;
+  probe_.end(comm, model_.parameters().values());
   return {sum_->loss_share(loss_sum), n, global_samples, applied};
 }
 

@@ -76,6 +76,7 @@ void GradientReducer::begin_step(bool overlap, std::size_t /*global_samples*/) {
 
 void GradientReducer::layer_done(std::size_t layer) {
   if (!overlap_) return;
+  const double t0 = now_s();
   std::lock_guard lock(poller_.mpi_mutex());
   const std::size_t ready = plan_.ready_after(layer);
   const bool started_any = rings_.started() < ready;
@@ -84,13 +85,16 @@ void GradientReducer::layer_done(std::size_t layer) {
     rings_.poll();
   else if (started_any)
     poller_.rings_started();
+  account_.inside_compute_s += now_s() - t0;
 }
 
 void GradientReducer::poll() {
   // Without a thread nobody else touches the rings: in_flight() needs no lock here.
   if (!poller_.main_thread_polls() || !rings_.in_flight()) return;
+  const double t0 = now_s();
   std::lock_guard lock(poller_.mpi_mutex());
   rings_.poll();
+  account_.inside_compute_s += now_s() - t0;
 }
 
 bool GradientReducer::finish(bool local_ok) {

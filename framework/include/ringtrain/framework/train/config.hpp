@@ -32,7 +32,10 @@ struct TrainConfig {
 
   // batches and length
   std::size_t global_batch = 128;
-  std::string local_batches;  // "b0,b1,...": explicit per-rank split; empty: near-equal
+  std::string local_batches;         // "b0,b1,...": explicit per-rank split; empty: near-equal;
+                                     // "auto": the split follows each rank's measured speed
+  std::size_t rebalance_every = 20;  // --local-batches auto: steps per measured window
+  std::size_t max_local_batch = 0;   // --local-batches auto: the most a rank gets; 0: B
   std::uint64_t steps = 0;    // 0: use epochs
   double epochs = 10;
 
@@ -110,6 +113,14 @@ struct TrainConfig {
   // the run directory both say exactly what to pass to reproduce the run.
   nlohmann::json to_json() const;
   std::string to_toml() const;
+  // --local-batches auto (batch_split.hpp): the split is re-decided every rebalance_every steps.
+  bool auto_split() const { return local_batches == "auto"; }
+  // The split of the first step: --local-batches b0,b1,..., or near-equal (also under auto).
+  // Throws UsageError for a list that does not fit the world or the global batch.
+  std::vector<std::size_t> first_split(std::size_t world_size) const;
+  // The most samples a rank may get: --max-local-batch (0: B) under auto, else the largest
+  // of first_split.
+  std::size_t local_batch_cap(std::size_t world_size) const;
 
   // The optimizer of --optimizer with --momentum, --nesterov, --weight-decay and the betas.
   OptimizerConfig optimizer_config() const;

@@ -52,7 +52,8 @@ namespace ringtrain {
 // What a step needs that stays the same from step to step.
 struct StepPlan {
   Reduction reduction = Reduction::kSumScaled;
-  std::vector<std::size_t> local_batches;  // b_r of every rank (sum B)
+  std::vector<std::size_t> local_batches;  // b_r of every rank (sum B): the split in force
+  std::size_t max_local_batch = 0;  // the buffers' rows, >= every b_r (0: max of local_batches)
   ScheduleConfig schedule;                 // the learning rate of each step
   bool sync_bn = false;                    // BatchNorm statistics summed over ranks
   bool alternate_overlap = false;          // overlap in even steps only (to measure it)
@@ -86,6 +87,12 @@ class DataParallelStep {
   // Step `step` (0-based) on `batch`, the global batch the sampler yielded for it.
   // Collective.
   StepOutcome run(std::uint64_t step, const data::GlobalBatch& batch);
+
+  // The split of the steps from now on (--local-batches auto), between steps; allocates
+  // nothing. Throws Error unless it has N entries summing to the split in force's B, each a
+  // multiple of m under --reduction exact and at most plan().max_local_batch. Every rank must
+  // set the same split before the same step.
+  void set_split(std::span<const std::size_t> split);
 
   GradientSum& sum() { return *sum_; }
   const GradientSum& sum() const { return *sum_; }
@@ -121,9 +128,10 @@ class DataParallelStep {
   bool overlap_;  // the run's setting: rings start during backward (ReducerOptions::overlap)
   std::unique_ptr<GradientSum> sum_;
   std::unique_ptr<Optimizer> optimizer_;
+  double bn_sum_s_ = 0.0;  // this step's seconds in bn_sum_ (before it: bn_sum_ holds it)
   std::unique_ptr<CrossRankSum> bn_sum_;  // SyncBatchNorm's statistics, summed over ranks
 
-  // Buffers planned once for max(b_r) samples.
+  // Buffers planned once for plan_.max_local_batch samples.
   std::vector<float> inputs_;              // (b_r, input...)
   std::vector<std::int32_t> labels_;       // (b_r) classification
   std::vector<float> targets_;             // (b_r, targets) regression

@@ -24,6 +24,16 @@ class FaultInjector {
   // Backward of `step` on `rank`: true to put a NaN into this rank's gradient, as a
   // non-finite loss would (every rank must then skip the step together).
   virtual bool poison_gradient(int /*rank*/, std::uint64_t /*step*/) const { return false; }
+  // At the end of backward of `step` on `rank`, whose forward and backward took compute_s:
+  // a slow rank computes (F − 1) × compute_s more, with real arithmetic (not a sleep), so its
+  // core is busy and the measured compute speed falls F-fold (--local-batches auto's case).
+  virtual void slow_compute(int /*rank*/, std::uint64_t /*step*/, double /*compute_s*/) const {}
+  // --local-batches auto: true if `rank` applies a split of its own instead of the agreed
+  // one at each re-split (the split hash check's case: every rank must then stop).
+  virtual bool decide_split_alone(int /*rank*/) const { return false; }
+  // --local-batches auto: false to go on re-splitting while a rank waits for its core (a
+  // test on a node with more ranks than cores, where every rank waits).
+  virtual bool hold_split_for_core_wait() const { return true; }
   // Just before the gradient sum of `step`: a rank that stalls here (the watchdog's case).
   virtual void before_gradient_sum(int /*rank*/, std::uint64_t /*step*/) const {}
   // After the update of `step`: a change to this rank's parameters (the replica check's case).
@@ -72,7 +82,19 @@ struct FaultPlan {
   // that pauses twice removes the file between the pauses.
   std::vector<std::uint64_t> pause_steps;
   std::string pause_file;
+  // Rank slow_rank computes slow_factor times as long (slow_compute); from step
+  // slow_moves_at on, rank slow_moves_to does instead (-1: it never moves).
+  int slow_rank = -1;
+  double slow_factor = 1.0;
+  std::uint64_t slow_moves_at = 0;
+  int slow_moves_to = -1;
+  int split_alone_rank = -1;      // this rank decides each re-split alone (decide_split_alone)
+  bool ignore_core_wait = false;  // hold_split_for_core_wait() false
 };
+
+// Fills the slow rank of `plan` from --test-slow-rank's text "R:F" or "R:F@STEP:R2" (rank R
+// F times slower, F >= 1; from step STEP on, rank R2). Throws UsageError naming the text.
+void parse_slow_rank(const std::string& text, FaultPlan& plan);
 
 // A FaultInjector that does what `plan` says.
 std::unique_ptr<FaultInjector> make_scripted_faults(FaultPlan plan);

@@ -38,6 +38,10 @@ struct StepComm {
   double comm_s = 0.0;          // Σ collective intervals (they may overlap each other)
   double exposed_s = 0.0;       // blocked on communication, nothing else to do
   double poll_s = 0.0;          // polls in finish() outside the waits (layer_done's are backward's)
+  // Communication done inside forward and backward, whose times include it: ring starts and
+  // polls from backward's layers (layer_done, poll), SyncBN's sums. Compute net of it is what
+  // --local-batches auto measures.
+  double inside_compute_s = 0.0;
   std::size_t collectives = 0;  // rings run when N > 1: one per bucket, and the agreement
   double bytes = 0.0;           // gradient bytes reduced
   // Payload bytes this rank sent in the step's rings (0 with MPI's own allreduce), and of

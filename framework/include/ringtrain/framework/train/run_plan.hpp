@@ -71,8 +71,8 @@ int blas_threads(const TrainConfig& config, const WorldFacts& world);
 struct RunPlan {
   int blas_threads = 1;  // per rank (above)
   std::size_t global_batch = 0;
-  std::vector<std::size_t> local_batches;  // b_r of every rank
-  std::size_t largest_local_batch = 0;
+  std::vector<std::size_t> local_batches;  // b_r of every rank (the first split under auto)
+  std::size_t largest_local_batch = 0;     // the cap under --local-batches auto
   std::size_t model_rows = 0;  // the model is planned for this many rows: the largest local
                                // batch and the evaluation's chunks (evaluation.hpp)
   std::uint64_t steps_per_epoch = 0, total_steps = 0, eval_every = 0;
