@@ -6,7 +6,8 @@
 # 3. the final checkpoints agree: bitwise in /model /optimizer /schedule /data /rng and the
 #    same losses in metrics.jsonl when N_RESUME = N_FIRST; otherwise every array within
 #    1e-5 relative (‖a − b‖ / ‖b‖, `ringtrain inspect --compare`)
-# If EXPECT_RESUMED is set (a checkpoint file name), the resume must start from that file.
+# If EXPECT_RESUMED is set (a checkpoint file name), the resume must start from that file; if
+# EXPECT_RESUME_LINE is set (an extended regular expression), the resume's output must match it.
 # FIRST_ARGS (reference and faulty run) and RESUME_ARGS (the resume) add flags to one side
 # only, e.g. FIRST_ARGS="--zero 1" RESUME_ARGS="--zero 0".
 # REFERENCE_RANKS runs the reference at another N (default N_FIRST); BITWISE=1 requires the
@@ -28,6 +29,9 @@ grep -qE "resumed from|no checkpoint to resume from" b2.log || fail "the second 
 if [[ -n ${EXPECT_RESUMED:-} ]]; then
   grep -q "resumed from B/checkpoints/$EXPECT_RESUMED " b2.log ||
     fail "expected a resume from $EXPECT_RESUMED: $(grep -E 'resumed from|no checkpoint' b2.log)"
+fi
+if [[ -n ${EXPECT_RESUME_LINE:-} ]]; then
+  grep -qE "$EXPECT_RESUME_LINE" b2.log || fail "the resume does not say /$EXPECT_RESUME_LINE/"
 fi
 last=$(cat A/checkpoints/LATEST)
 [[ -f B/checkpoints/$last ]] || fail "resumed run has no $last"

@@ -213,6 +213,23 @@ SaveOutcome Checkpointer::finish_save() {
   return outcome;
 }
 
+// The newer of the newest file valid under `expected` and under `other`; `rejected` gets the
+// reasons of the pass whose file is taken (of `expected`'s pass when neither finds one).
+std::optional<checkpoint::Loaded> Checkpointer::load_newest_of_both(
+    const checkpoint::Expected& expected, const checkpoint::Expected& other,
+    std::vector<std::string>& rejected, const checkpoint::CandidateChecks& checks) const {
+  std::vector<std::string> rejected_other;
+  std::optional<checkpoint::Loaded> loaded =
+      checkpoint::load_newest_valid(dir_, expected, &rejected, key(), checks);
+  std::optional<checkpoint::Loaded> loaded_other =
+      checkpoint::load_newest_valid(dir_, other, &rejected_other, key(), checks);
+  if (loaded_other && (!loaded || loaded_other->header.step > loaded->header.step)) {
+    rejected = std::move(rejected_other);
+    return loaded_other;
+  }
+  return loaded;
+}
+
 checkpoint::CandidateChecks Checkpointer::candidate_checks(const TrainingState& state) const {
   checkpoint::CandidateChecks checks;
   // Before the arrays: a signed run needs its key, and a file of another experiment is
@@ -251,20 +268,29 @@ std::optional<checkpoint::Loaded> Checkpointer::load_for_resume(
       state.feedback ? state.feedback->residual().size() * std::size_t(comm_.size()) : 0);
   const checkpoint::Expected expected = checkpoint::Expected::of(
       capture(state, gather_optimizer_state(comm_, state), nullptr, residual_shape));
+  // A file written with a split plan (--local-batches auto) or without one loads either way.
+  const checkpoint::Expected other = toggle_split_plan(expected);
   const checkpoint::CandidateChecks checks = candidate_checks(state);
   if (what != "auto") {
     checkpoint::Loaded l;
     l.path = what;
     checks.header(l.path, checkpoint::read_header_contained(what, key()));
-    l.tree = checkpoint::read_file_contained(what, expected, &l.header, key());
+    try {
+      l.tree = checkpoint::read_file_contained(what, expected, &l.header, key());
+    } catch (const checkpoint::CheckpointError& first) {
+      try {
+        l.tree = checkpoint::read_file_contained(what, other, &l.header, key());
+      } catch (const checkpoint::CheckpointError&) {
+        throw first;  // the reason under this run's own schema
+      }
+    }
     checks.loaded(l);
     return l;
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(dir_, ec)) return std::nullopt;  // a first launch
   std::vector<std::string> rejected;
-  std::optional<checkpoint::Loaded> loaded =
-      checkpoint::load_newest_valid(dir_, expected, &rejected, key(), checks);
+  std::optional<checkpoint::Loaded> loaded = load_newest_of_both(expected, other, rejected, checks);
   const std::size_t files = checkpoint::list_checkpoints(dir_).size();
   // Checkpoints that this launch accepts none of are a run's data, not "no checkpoint":
   // starting at step 0 would overwrite its records and prune its files.

@@ -153,6 +153,7 @@ void put_scalars(checkpoint::StateTree& tree, const TrainingState& s) {
   tree.put_f64(Group::kProgress, "window_loss", p.window_loss);
   tree.put_f64(Group::kProgress, "window_samples", p.window_samples);
   tree.put_u64(Group::kProgress, "window_steps", p.window_steps);
+  if (s.split_plan) tree.put_string(Group::kProgress, "split_plan", *s.split_plan);
 }
 
 checkpoint::StateTree model_tree(const TrainingState& s, checkpoint::StateTree* recycle) {
@@ -276,6 +277,26 @@ void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
   p.window_loss = tree.f64(Group::kProgress, "window_loss");
   p.window_samples = tree.f64(Group::kProgress, "window_samples");
   p.window_steps = tree.u64(Group::kProgress, "window_steps");
+  if (s.split_plan)
+    *s.split_plan = tree.find(Group::kProgress, "split_plan")
+                        ? tree.string(Group::kProgress, "split_plan")
+                        : std::string();
+}
+
+checkpoint::Expected toggle_split_plan(const checkpoint::Expected& expected) {
+  checkpoint::Expected other;
+  bool had = false;
+  for (const checkpoint::ExpectedEntry& e : expected.entries()) {
+    if (e.group == Group::kProgress && e.name == "split_plan") {
+      had = true;
+    } else if (e.kind == checkpoint::Kind::kFloat32Array) {
+      other.add_array(e.group, e.name, e.shape);
+    } else {
+      other.add(e.group, e.name, e.kind);
+    }
+  }
+  if (!had) other.add(Group::kProgress, "split_plan", checkpoint::Kind::kString);
+  return other;
 }
 
 void restore_residual(const checkpoint::StateTree& tree, const TrainingState& s, int rank,

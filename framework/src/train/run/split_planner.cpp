@@ -52,6 +52,7 @@ SplitPlanner::SplitPlanner(const collectives::Communicator& comm, const TrainCon
   request_.floors.assign(first.size(), first.size() * m <= request_.global_batch ? m : 0);
   request_.cap = config.local_batch_cap(first.size());
   request_.current = std::move(first);
+  write_plan_text();
 }
 
 std::optional<std::vector<std::size_t>> SplitPlanner::after_step(std::uint64_t done,
@@ -105,9 +106,13 @@ void SplitPlanner::end_window(std::uint64_t done) {
     if (!noticed_)
       say_(fmt::format("after step {}: {}{}", done, *notice, hold ? "; the split is kept" : ""));
     noticed_ = true;
-    if (hold) return;  // an absent rank is not a slow one: moving samples does not help
+    if (hold) {  // an absent rank is not a slow one: moving samples does not help
+      write_plan_text();
+      return;
+    }
   }
   decide(done, totals.comm_s);
+  write_plan_text();
 }
 
 void SplitPlanner::record_window(std::uint64_t done, const WindowTotals& totals,
@@ -143,16 +148,41 @@ void SplitPlanner::decide(std::uint64_t done, double comm_s) {
   predicted_step_s_ = decision.proposed_step_s;
 }
 
-bool SplitPlanner::restore(const std::vector<std::size_t>& split,
-                           const std::vector<double>& speeds) {
-  if (speeds.size() == request_.current.size()) smoother_.restore(speeds);
-  bool valid = split.size() == request_.current.size() &&
-               std::accumulate(split.begin(), split.end(), std::size_t{0}) == request_.global_batch;
-  for (std::size_t r = 0; valid && r < split.size(); ++r)
-    valid = split[r] % request_.micro_batch == 0 && split[r] >= request_.floors[r] &&
-            split[r] <= request_.cap;
-  if (valid) request_.current = split;
-  return valid;
+void SplitPlanner::write_plan_text() {
+  plan_text_ = nlohmann::json{{"split", request_.current}, {"speeds", smoother_.speeds()}}.dump();
+}
+
+// Untrusted text: anything but N valid entries restarts that part of the plan.
+std::string SplitPlanner::resume() {
+  const nlohmann::json plan = nlohmann::json::parse(plan_text_, nullptr, false);
+  const std::size_t ranks = request_.current.size();
+  const auto list = [&](const char* key) {
+    return plan.is_object() && plan.contains(key) && plan[key].is_array() &&
+                   plan[key].size() == ranks
+               ? plan[key]
+               : nlohmann::json();
+  };
+  const nlohmann::json split = list("split"), speeds = list("speeds");
+  bool split_ok = !split.is_null();
+  std::size_t total = 0;
+  for (std::size_t r = 0; split_ok && r < ranks; ++r) {
+    split_ok = split[r].is_number_unsigned() && split[r].get<std::size_t>() >= request_.floors[r] &&
+               split[r].get<std::size_t>() <= request_.cap &&
+               split[r].get<std::size_t>() % request_.micro_batch == 0;
+    if (split_ok) total += split[r].get<std::size_t>();
+  }
+  split_ok = split_ok && total == request_.global_batch;
+  if (split_ok) request_.current = split.get<std::vector<std::size_t>>();
+  std::vector<double> known(ranks, 0.0);
+  for (std::size_t r = 0; !speeds.is_null() && r < ranks; ++r)
+    if (speeds[r].is_number()) known[r] = speeds[r].get<double>();
+  smoother_.restore(known);
+  write_plan_text();
+  if (split_ok)
+    return fmt::format("the split plan continues: local batches {} (speeds {})",
+                       fmt::join(request_.current, "+"), fmt::join(smoother_.speeds(), ", "));
+  return fmt::format("the checkpoint holds no split plan for {} ranks: the split restarts at {}",
+                     ranks, fmt::join(request_.current, "+"));
 }
 
 std::string SplitPlanner::banner_line(double cap_bytes) const {

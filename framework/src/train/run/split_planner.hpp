@@ -58,10 +58,15 @@ class SplitPlanner {
   // The split in force and the smoothed speeds (samples/s, 0: unknown): checkpointed state.
   const std::vector<std::size_t>& split() const { return request_.current; }
   const std::vector<double>& speeds() const { return smoother_.speeds(); }
-  // Continues a saved plan: the split if it is valid for this run (N entries summing to B,
-  // multiples of m, within the floors and the cap) else the first split, and the speeds
-  // (non-finite or negative ones unknown). Returns whether the saved split was taken.
-  bool restore(const std::vector<std::size_t>& split, const std::vector<double>& speeds);
+  // The plan as the checkpoint holds it (TrainingState::split_plan): JSON text
+  // {"split": [...], "speeds": [...]}, the speeds' doubles exactly. Kept current at each
+  // window's end; a resume writes the saved text here.
+  std::string* plan_text() { return &plan_text_; }
+  // Continues the plan in plan_text() after a resume: the saved split if it is valid for this
+  // run (N entries summing to B, multiples of m, within the floors and the cap), else the
+  // first split; the speeds if there are N (non-finite or negative ones unknown), else none
+  // known. Returns the line that says which.
+  std::string resume();
 
   // Rank 0's run directory, once it is open (the records go there).
   void set_run_directory(RunDirectory* run_dir) { run_dir_ = run_dir; }
@@ -78,6 +83,7 @@ class SplitPlanner {
   void record_window(std::uint64_t done, const WindowTotals& totals,
                      const std::vector<double>& shares) const;
   void decide(std::uint64_t done, double comm_s);
+  void write_plan_text();
 
   const collectives::Communicator& comm_;
   const FaultInjector& faults_;
@@ -92,6 +98,7 @@ class SplitPlanner {
   std::optional<std::uint64_t> measured_since_;
   double predicted_step_s_ = 0.0;
   bool noticed_ = false;  // the core-wait line was printed
+  std::string plan_text_;
 };
 
 }  // namespace ringtrain

@@ -161,9 +161,9 @@ void TrainingRun::open_run_directory() {
 
 // The training state and, with --resume, the checkpoint it continues from (nothing yet written).
 std::optional<std::filesystem::path> TrainingRun::load_checkpoint() {
-  state_ = std::make_unique<TrainingState>(TrainingState{model_, step_->optimizer(), sampler_,
-                                                         counters_, config_.seed, &step_->shard(),
-                                                         &step_->feedback()});
+  state_ = std::make_unique<TrainingState>(
+      TrainingState{model_, step_->optimizer(), sampler_, counters_, config_.seed, &step_->shard(),
+                    &step_->feedback(), planner_ ? planner_->plan_text() : nullptr});
   checkpointer_ = std::make_unique<Checkpointer>(comm_, run_dir_path_ / "checkpoints", config_.keep,
                                                  checkpoint_config(facts_).dump(),
                                                  config_.checkpoint_key, config_.zero_gather);
@@ -219,6 +219,10 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
       if (from) record["resume"] = {{"changed", changed}};
       run_dir_->append_metrics(record);
     }
+  }
+  if (planner_ && from) {  // the split plan of the checkpoint, or a fresh one
+    say(planner_->resume());
+    step_->set_split(planner_->split());
   }
   start_step_ = counters_.step;
   saves_ = std::make_unique<SavePolicy>(comm_, *checkpointer_, plan_.saves, start_step_, faults_,

@@ -147,6 +147,9 @@ class Checkpointer {
   const checkpoint::MacKey* key() const;  // nullptr without a key
   // What a resume asks of each candidate file (resume() lists the rules).
   checkpoint::CandidateChecks candidate_checks(const TrainingState& state) const;
+  std::optional<checkpoint::Loaded> load_newest_of_both(
+      const checkpoint::Expected& expected, const checkpoint::Expected& other,
+      std::vector<std::string>& rejected, const checkpoint::CandidateChecks& checks) const;
   // Rank-local part of resume(): the file to continue from, or nullopt for a fresh start.
   std::optional<checkpoint::Loaded> load_for_resume(
       const TrainingState& state, const std::string& what,

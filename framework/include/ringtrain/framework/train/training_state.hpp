@@ -8,7 +8,8 @@
 //   /data        sampler "seed", "epoch", "position"
 //   /rng         "seed", "generator": all randomness is counter-based, keyed by the seed
 //   /progress    step, samples seen, useful compute seconds, skip counters, best accuracy,
-//                and the open metrics window (so the resumed run logs the same losses)
+//                and the open metrics window (so the resumed run logs the same losses);
+//                with --local-batches auto also split_plan (JSON: split and speeds)
 //
 // Restoring every entry makes a resumed run continue the same computation bitwise.
 //
@@ -66,7 +67,15 @@ struct TrainingState {
   const OptimizerShard* shard = nullptr;
   // This rank's bf16 wire residual; null or empty: an fp32 wire, nothing to save.
   collectives::ErrorFeedback* feedback = nullptr;
+  // --local-batches auto: the split plan as JSON text (the split in force and the smoothed
+  // speeds, split_planner.hpp), stored as /progress/split_plan; null: the run has none. A
+  // file without it restores an empty text (the plan then restarts near-equal).
+  std::string* split_plan = nullptr;
 };
+
+// The schema of `expected` with /progress/split_plan toggled: a run with a split plan also
+// reads files written without one, and the other way round (Checkpointer::resume tries both).
+checkpoint::Expected toggle_split_plan(const checkpoint::Expected& expected);
 
 bool sharded(const TrainingState& state);
 
