@@ -12,7 +12,8 @@
 #    waits for its core at times, and the split would be held)
 # 4. MODE bitwise: /model /optimizer /schedule /data /rng bitwise equal (h5diff) and the same
 #    losses in metrics.jsonl (--reduction exact); MODE 1e-5: every array within 1e-5 relative
-#    (`ringtrain inspect --compare`) and every logged loss within 1e-5 relative
+#    (`ringtrain inspect --compare`, only the groups COMPARE_GROUPS names if set) and every
+#    logged loss within 1e-5 relative
 set -u
 ringtrain=$1 mpiexec=$2 n=$3 mode=$4 slow=$5; shift 5
 [[ "$1" == "--" ]] && shift
@@ -55,7 +56,9 @@ if [[ $mode == bitwise ]]; then
   cmp <(grep -o '"loss":[^,]*' A/metrics.jsonl) <(grep -o '"loss":[^,]*' B/metrics.jsonl) ||
     fail "losses in metrics.jsonl differ"
 else
-  "$ringtrain" inspect "B/checkpoints/$last" --compare "A/checkpoints/$last" --rtol 1e-5 ||
+  # shellcheck disable=SC2086
+  "$ringtrain" inspect "B/checkpoints/$last" --compare "A/checkpoints/$last" --rtol 1e-5 \
+    ${COMPARE_GROUPS:+--groups $COMPARE_GROUPS} ||
     fail "the adapted run differs from the reference beyond 1e-5"
   python3 - <<'EOF' || fail "logged losses differ beyond 1e-5"
 import json
