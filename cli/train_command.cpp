@@ -110,8 +110,8 @@ void add_train(CLI::App& app, Runner& run,
 
   train->callback([&run, config, faults, slow_rank, on_results] {
     run = [config, faults, slow_rank, on_results]() -> int {
-      if (!slow_rank->empty()) parse_slow_rank(*slow_rank, *faults);
       collectives::Communicator comm;
+      if (!slow_rank->empty()) parse_slow_rank(*slow_rank, *faults, comm.size());
       const models::ModelSpec spec = agreed_model_spec(comm, *config);
       // The model fits the data's sample shape and classes (or regression targets), known
       // once --data is loaded.

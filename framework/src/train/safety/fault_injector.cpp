@@ -102,20 +102,21 @@ class ScriptedFaults final : public FaultInjector {
 
 }  // namespace
 
-void parse_slow_rank(const std::string& text, FaultPlan& plan) {
+void parse_slow_rank(const std::string& text, FaultPlan& plan, int world_size) {
   int rank = -1, to = -1;
   double factor = 0.0;
   unsigned long long at = 0;
   char end = 0;
   const int one = std::sscanf(text.c_str(), "%d:%lf%c", &rank, &factor, &end);
   const int moving = std::sscanf(text.c_str(), "%d:%lf@%llu:%d%c", &rank, &factor, &at, &to, &end);
-  const bool ok = (one == 2 || moving == 4) && rank >= 0 && std::isfinite(factor) &&
-                  factor >= 1.0 && factor <= 1000.0;
-  if (!ok || (moving == 4 && to < 0))
+  const bool ok = (one == 2 || moving == 4) && rank >= 0 && rank < world_size &&
+                  std::isfinite(factor) && factor >= 1.0 && factor <= 1000.0 &&
+                  (moving != 4 || (to >= 0 && to < world_size));
+  if (!ok)
     throw UsageError(
-        fmt::format("--test-slow-rank {}: expected R:F or R:F@STEP:R2 (ranks >= 0, "
-                    "1 <= F <= 1000)",
-                    text));
+        fmt::format("--test-slow-rank {}: expected R:F or R:F@STEP:R2 (ranks 0 to "
+                    "{}, 1 <= F <= 1000)",
+                    text, world_size - 1));
   plan.slow_rank = rank;
   plan.slow_factor = factor;
   plan.slow_moves_at = moving == 4 ? at : 0;

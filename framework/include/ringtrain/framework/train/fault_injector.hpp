@@ -93,8 +93,9 @@ struct FaultPlan {
 };
 
 // Fills the slow rank of `plan` from --test-slow-rank's text "R:F" or "R:F@STEP:R2" (rank R
-// F times slower, F >= 1; from step STEP on, rank R2). Throws UsageError naming the text.
-void parse_slow_rank(const std::string& text, FaultPlan& plan);
+// F times slower, F >= 1; from step STEP on, rank R2; ranks below world_size). Throws
+// UsageError naming the text.
+void parse_slow_rank(const std::string& text, FaultPlan& plan, int world_size);
 
 // A FaultInjector that does what `plan` says.
 std::unique_ptr<FaultInjector> make_scripted_faults(FaultPlan plan);
