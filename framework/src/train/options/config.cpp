@@ -31,6 +31,42 @@ std::size_t TrainConfig::local_batch_cap(std::size_t world_size) const {
   return *std::max_element(split.begin(), split.end());
 }
 
+namespace {
+void require_auto(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
+}  // namespace
+
+void TrainConfig::check_auto_split(int world_size) const {
+  const TrainConfig& c = *this;
+  const auto world = static_cast<std::size_t>(world_size);
+  if (!c.auto_split()) {
+    require_auto(
+        c.max_local_batch == 0,
+        fmt::format("--max-local-batch {} caps the split of --local-batches auto only; drop "
+                    "it or add --local-batches auto",
+                    c.max_local_batch));
+    return;
+  }
+  require_auto(c.reduction != Reduction::kMeanOfMeans,
+               "--local-batches auto with --reduction mean-of-means: that update depends on the "
+               "split, so moving samples would change the experiment; use --reduction sum-scaled "
+               "or exact");
+  const std::size_t cap = c.local_batch_cap(world);
+  const std::vector<std::size_t> even = c.first_split(world);
+  const std::size_t largest = *std::max_element(even.begin(), even.end());
+  require_auto(
+      cap <= c.global_batch,
+      fmt::format("--max-local-batch {} is above --global-batch {}: a rank never gets more "
+                  "than the whole batch",
+                  cap, c.global_batch));
+  require_auto(
+      cap >= largest,
+      fmt::format("--max-local-batch {} is below the near-equal split's {} (--global-batch "
+                  "{} over {} ranks), the split auto starts from; raise it",
+                  cap, largest, c.global_batch, world_size));
+}
+
 OptimizerConfig TrainConfig::optimizer_config() const {
   OptimizerConfig opt;
   opt.name = name_of(optimizer);

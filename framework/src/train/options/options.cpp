@@ -592,33 +592,6 @@ std::vector<TrainOption> safety_options() {
   };
 }
 
-// --local-batches auto: what the split may do, and the combinations it refuses.
-void check_split(const TrainConfig& c, int world_size) {
-  const auto world = static_cast<std::size_t>(world_size);
-  if (!c.auto_split()) {
-    require(c.max_local_batch == 0,
-            fmt::format("--max-local-batch {} caps the split of --local-batches auto only; drop "
-                        "it or add --local-batches auto",
-                        c.max_local_batch));
-    return;
-  }
-  require(c.reduction != Reduction::kMeanOfMeans,
-          "--local-batches auto with --reduction mean-of-means: that update depends on the "
-          "split, so moving samples would change the experiment; use --reduction sum-scaled "
-          "or exact");
-  const std::size_t cap = c.local_batch_cap(world);
-  const std::vector<std::size_t> even = c.first_split(world);
-  const std::size_t largest = *std::max_element(even.begin(), even.end());
-  require(cap <= c.global_batch,
-          fmt::format("--max-local-batch {} is above --global-batch {}: a rank never gets more "
-                      "than the whole batch",
-                      cap, c.global_batch));
-  require(cap >= largest,
-          fmt::format("--max-local-batch {} is below the near-equal split's {} (--global-batch "
-                      "{} over {} ranks), the split auto starts from; raise it",
-                      cap, largest, c.global_batch, world_size));
-}
-
 std::vector<TrainOption> split_options() {
   return {
       ranged(option("rebalance-every", &TrainConfig::rebalance_every,
@@ -632,7 +605,7 @@ std::vector<TrainOption> split_options() {
       ranged(option("max-local-batch", &TrainConfig::max_local_batch,
                     "--local-batches auto: the most samples a rank may get (its buffers are "
                     "planned for it; 0: the global batch)",
-                    check_split),
+                    [](const TrainConfig& c, int world_size) { c.check_auto_split(world_size); }),
              0, 0x1p24),
   };
 }

@@ -21,14 +21,14 @@ namespace ringtrain {
 
 struct TrainConfig {
   // data and model
-  std::string data_dir;  // empty: the Debian package's folder
+  std::string data_dir;                 // empty: the Debian package's folder
   std::uint64_t data_memory_limit = 0;  // bytes the data may hold in memory; 0: the machine's
   std::string model = "mlp";
   std::string mlp_hidden = "1024,1024";
   float dropout = 0.0f;
   Conv2d::Algorithm conv_algorithm = Conv2d::Algorithm::kAuto;  // of 5x5 stride-1 layers
   LossChoice loss = LossChoice::kAuto;  // auto: cross-entropy for class labels, mse for targets
-  double validation_fraction = 0.0;  // of train held out for validation (holdout.hpp); 0: none
+  double validation_fraction = 0.0;     // of train held out for validation (holdout.hpp); 0: none
 
   // batches and length
   std::size_t global_batch = 128;
@@ -36,7 +36,7 @@ struct TrainConfig {
                                      // "auto": the split follows each rank's measured speed
   std::size_t rebalance_every = 20;  // --local-batches auto: steps per measured window
   std::size_t max_local_batch = 0;   // --local-batches auto: the most a rank gets; 0: B
-  std::uint64_t steps = 0;    // 0: use epochs
+  std::uint64_t steps = 0;           // 0: use epochs
   double epochs = 10;
 
   // optimizer and schedule
@@ -121,6 +121,9 @@ struct TrainConfig {
   // The most samples a rank may get: --max-local-batch (0: B) under auto, else the largest
   // of first_split.
   std::size_t local_batch_cap(std::size_t world_size) const;
+  // --max-local-batch's check: throws UsageError for a cap without auto, above B or below
+  // the near-equal split, and for auto with --reduction mean-of-means.
+  void check_auto_split(int world_size) const;
 
   // The optimizer of --optimizer with --momentum, --nesterov, --weight-decay and the betas.
   OptimizerConfig optimizer_config() const;
