@@ -30,16 +30,18 @@ void StepInstruments::begin(std::uint64_t step) {
   step_ = step;
   phase_ = StepPhase::kSlice;
   times_ = StepTimes{};
+  inside_comm_s_ = 0.0;
   if (trace_) trace_->begin_step(step);
   traced_ = trace_ && trace_->recording();
   watchdog_.enter("forward/backward", step);
 }
 
 // The phase that ends here is measured; the sum's start is where a rank may stall.
-// A test's slow rank does its extra work at the end of backward, inside the compute it slows.
+// A test's slow rank does its extra work at the end of backward, inside the compute it slows:
+// F - 1 times its own compute, without the communication inside it (a wait there is not work).
 void StepInstruments::enter(StepPhase phase) {
   if (phase_ == StepPhase::kBackward)
-    faults_.slow_compute(rank_, step_, now_s() - compute_start_s_);
+    faults_.slow_compute(rank_, step_, now_s() - compute_start_s_ - inside_comm_s_);
   const double t = now_s();
   switch (phase_) {
     case StepPhase::kSlice:

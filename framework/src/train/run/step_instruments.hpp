@@ -44,6 +44,7 @@ class StepInstruments final : public StepProbe {
   void begin(std::uint64_t step) override;
   void enter(StepPhase phase) override;
   void layer_done(std::size_t layer) override;
+  void inside_comm(double seconds) override { inside_comm_s_ = seconds; }
   bool poison_gradient() override;
   void end(const StepComm& comm, std::span<float> parameters) override;
   Trace* trace() override { return trace_; }
@@ -69,11 +70,12 @@ class StepInstruments final : public StepProbe {
   std::uint64_t step_ = 0;
   StepPhase phase_ = StepPhase::kSlice;
   double step_start_s_ = 0.0, phase_start_s_ = 0.0;
-  double layer_end_s_ = 0.0;  // end of the previous span of the compute lane
+  double layer_end_s_ = 0.0;      // end of the previous span of the compute lane
   double compute_start_s_ = 0.0;  // forward began
+  double inside_comm_s_ = 0.0;    // communication inside forward and backward (inside_comm)
   std::optional<CoreWaitSource> core_wait_source_;
   CoreWaitReading core_wait_start_;
-  bool traced_ = false;       // this step is recorded in the trace
+  bool traced_ = false;  // this step is recorded in the trace
   StepTimes times_;
 };
 

@@ -214,6 +214,7 @@ bool DataParallelStep::backward(std::size_t n, double loss_sum) {
   probe_.enter(StepPhase::kBackward);
   const std::size_t width = num_elements(model_.output_shape());
   model_.backward(std::span<const float>(dlogits_).first(n * width), n, context(n), backward_hook_);
+  probe_.inside_comm(sum_->inside_compute_s() + bn_sum_s_);
   probe_.enter(StepPhase::kSum);
   return !poison_;
 }

@@ -87,6 +87,7 @@ ExactGradient::ExactGradient(const Sequential& model, const collectives::Communi
 void ExactGradient::clear(std::size_t micro_batches, bool overlap) {
   sum_.clear();
   loss_.clear();
+  inside_compute_s_ = 0.0;
   micro_batches_ = static_cast<std::int64_t>(micro_batches);
   overlap_ = overlap;
   if (overlap_) exchange_.begin(comm_, sum_);
@@ -98,10 +99,14 @@ void ExactGradient::layer_done(std::size_t layer) {
   const double t0 = now_s();
   exchange_.start_from(first_block_of_[layer]);
   span(start_name_, t0);
+  inside_compute_s_ += now_s() - t0;
 }
 
 void ExactGradient::poll() {
-  if (overlap_) exchange_.progress();
+  if (!overlap_) return;
+  const double t0 = now_s();
+  exchange_.progress();
+  inside_compute_s_ += now_s() - t0;
 }
 
 void ExactGradient::span(std::size_t name, double begin_s) const {
@@ -144,6 +149,7 @@ void ExactGradient::Sink::bound(std::span<const std::span<float>> gradients,
   for (double& b : largest)
     if (!std::isfinite(b)) b = std::numeric_limits<double>::infinity();
   collectives::allreduce_max(owner_.comm_, largest);
+  owner_.inside_compute_s_ += now_s() - t0;
   for (std::size_t i = 0; i < gradients.size(); ++i) {
     if (std::isinf(largest[i])) owner_.sum_.mark_non_finite();
     owner_.sum_.fix_grid(block_of(gradients[i]), collectives::GridSum::power_above(largest[i]),
@@ -236,6 +242,7 @@ bool ExactGradientSum::finish(bool local_ok) {
   const double t0 = now_s();
   const bool applied = exact_.sum_into(comm_, grads_);
   account_.comm_s = account_.exposed_s = now_s() - t0;
+  account_.inside_compute_s = exact_.inside_compute_s();
   account_.collectives = 2;
   if (applied && reducer_.options().zero) {
     reducer_.begin_summed();

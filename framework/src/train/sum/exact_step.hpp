@@ -177,6 +177,10 @@ class ExactGradient {
   // every rank.
   bool sum_into(const collectives::Communicator& comm, std::span<float> gradient);
   double loss() const { return loss_total_; }
+  // Seconds of this step's communication inside forward and backward: the bounds' agreement
+  // (a collective per layer, where a rank with fewer rows waits for the others) and the
+  // words' sums started and polled during backward. Compute net of it is a rank's own.
+  double inside_compute_s() const { return inside_compute_s_; }
 
  private:
   // A span [begin_s, now) named `name` on lane 0, if the trace is recording this step.
@@ -206,6 +210,7 @@ class ExactGradient {
   std::int64_t micro_batches_ = 0;  // this step's, over all ranks: every block's most terms
   collectives::ExactSum loss_{1};
   double loss_total_ = 0.0;
+  double inside_compute_s_ = 0.0;
   Sink sink_{*this};
   const float* gradient_ = nullptr;  // the model's gradient buffer (the views' base)
   std::vector<Range> tensors_;       // every tensor, in buffer order: block b is tensors_[b]
@@ -245,6 +250,7 @@ class ExactGradientSum final : public GradientSum {
   // Rank 0 reports the exact loss and the other ranks 0, so the window's sum over ranks is
   // exact.
   double loss_share(double /*local_loss_sum*/) const override;
+  double inside_compute_s() const override { return exact_.inside_compute_s(); }
   const StepComm& account() const override { return account_; }
   const OptimizerShard& shard() const override { return reducer_.shard(); }
   collectives::ErrorFeedback& feedback() override { return reducer_.feedback(); }

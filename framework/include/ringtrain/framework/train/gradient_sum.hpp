@@ -35,9 +35,9 @@ namespace ringtrain {
 
 // What one step's communication cost this rank (GradientSum::account()).
 struct StepComm {
-  double comm_s = 0.0;          // Σ collective intervals (they may overlap each other)
-  double exposed_s = 0.0;       // blocked on communication, nothing else to do
-  double poll_s = 0.0;          // polls in finish() outside the waits (layer_done's are backward's)
+  double comm_s = 0.0;     // Σ collective intervals (they may overlap each other)
+  double exposed_s = 0.0;  // blocked on communication, nothing else to do
+  double poll_s = 0.0;     // polls in finish() outside the waits (layer_done's are backward's)
   // Communication done inside forward and backward, whose times include it: ring starts and
   // polls from backward's layers (layer_done, poll), SyncBN's sums. Compute net of it is what
   // --local-batches auto measures.
@@ -113,6 +113,9 @@ class GradientSum {
   virtual double loss_share(double local_loss_sum) const = 0;
   // The step's communication, once next_summed() returned nullopt (or finish() false).
   virtual const StepComm& account() const = 0;
+  // Seconds of this step's communication so far inside forward and backward (what
+  // account().inside_compute_s holds once the step is summed).
+  virtual double inside_compute_s() const { return account().inside_compute_s; }
 
   // The elements this rank's optimizer owns (build the optimizer with shard().elements()).
   virtual const OptimizerShard& shard() const = 0;

@@ -43,6 +43,9 @@ class StepProbe {
   virtual void enter(StepPhase /*phase*/) {}
   // Layer `layer` finished its forward (in kForward) or its backward (in kBackward).
   virtual void layer_done(std::size_t /*layer*/) {}
+  // Just before kSum: the seconds of communication done so far inside forward and backward
+  // (ring polls, SyncBN's sums, the exact sum's bounds), which their times include.
+  virtual void inside_comm(double /*seconds*/) {}
   // True to put a NaN into this rank's gradient as a non-finite loss would (a test's fault):
   // every rank then skips the step together.
   virtual bool poison_gradient() { return false; }
