@@ -140,6 +140,12 @@ def ringtrain_supports(ringtrain, flag):
 def run_ringtrain(args, cmd, run_dir):
     """Run one ringtrain job (bounded by MPIEXEC_TIMEOUT and --timeout) that writes run_dir;
     return its manifest.json and its metrics.jsonl records."""
+    manifest, records, _ = run_ringtrain_logged(args, cmd, run_dir)
+    return manifest, records
+
+
+def run_ringtrain_logged(args, cmd, run_dir):
+    """run_ringtrain, and what the job printed (stdout, then stderr) as a third value."""
     env = dict(os.environ, MPIEXEC_TIMEOUT=str(int(args.timeout)))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 15, env=env)
     if proc.returncode != 0:
@@ -148,7 +154,8 @@ def run_ringtrain(args, cmd, run_dir):
     with open(os.path.join(run_dir, "manifest.json")) as f:
         manifest = json.load(f)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return manifest, [json.loads(line) for line in f if line.strip()]
+        records = [json.loads(line) for line in f if line.strip()]
+    return manifest, records, proc.stdout + proc.stderr
 
 
 def timed_repeats(windows, warmup, steps, repeats, log_every, global_batch):
