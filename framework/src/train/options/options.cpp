@@ -1,8 +1,6 @@
-// The table of `ringtrain train`'s options (see options.hpp); config_toml.cpp reads --config.
-//
-// option(name, &TrainConfig::field, help, check) makes one row; the field's type decides how
-// its text is parsed and how the manifest shows it (strings as they are, integers strictly,
-// floats by their shortest decimal form, enums by their word from modes.hpp).
+// The table of `ringtrain train`'s options (see options.hpp), and its rows for the data, the
+// model, the optimizer, the parallelism and the buckets; run_options.cpp holds the others,
+// option_rows.hpp the builders; config_toml.cpp reads --config.
 #include "ringtrain/framework/train/options.hpp"
 
 #include <fmt/format.h>
@@ -16,125 +14,17 @@
 #include "ringtrain/files/escape.hpp"
 #include "ringtrain/framework/data/sampler.hpp"
 #include "ringtrain/framework/error.hpp"
+#include "train/options/option_rows.hpp"
 #include "train/sum/exact_step.hpp"
 
 namespace ringtrain {
+using namespace option_rows;  // the row builders, and the rows of run_options.cpp
 namespace {
-
-using Check = std::function<void(const TrainConfig&, int world_size)>;
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw UsageError(message);
-}
-
-// A float as the double with the same shortest decimal form: 0.9f -> 0.9, not 0.8999999761.
-double shortest(float value) {
-  return std::stod(fmt::format("{}", value));
-}
-
-// The whole text as a number of type T: "12" yes, "12x", "", "many" and "-1" (unsigned) no.
-template <typename T>
-T parse_number(std::string_view text, const std::string& flag) {
-  T value{};
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  if (text.empty() || error != std::errc() || stop != end) {
-    const char* what = std::is_integral_v<T> ? (std::is_signed_v<T> ? "not a whole number"
-                                                                    : "not a whole number >= 0")
-                                             : "not a number";
-    throw UsageError(fmt::format("{} {}: {}", flag, files::escaped(text), what));
-  }
-  return value;
-}
-
-bool parse_switch(std::string_view text, const std::string& flag) {
-  if (text == "true") return true;
-  if (text == "false") return false;
-  throw UsageError(fmt::format("{} {}: a switch is true or false", flag, files::escaped(text)));
-}
-
-// One row: the field's type picks the kind, the parser and the manifest's form.
-template <typename T>
-TrainOption option(std::string name, T TrainConfig::*field, std::string help, Check check = {}) {
-  TrainOption o;
-  o.name = std::move(name);
-  o.help = std::move(help);
-  o.check = std::move(check);
-  const std::string flag = "--" + o.name;
-  if constexpr (std::is_same_v<T, std::string>) {
-    o.kind = ValueKind::kText;
-    o.set = [field](TrainConfig& c, std::string_view text) { c.*field = std::string(text); };
-    o.get = [field](const TrainConfig& c) { return nlohmann::json(c.*field); };
-  } else if constexpr (std::is_same_v<T, bool>) {
-    o.kind = ValueKind::kSwitch;
-    o.set = [field, flag](TrainConfig& c, std::string_view text) {
-      c.*field = parse_switch(text, flag);
-    };
-    o.get = [field](const TrainConfig& c) { return nlohmann::json(c.*field); };
-  } else if constexpr (std::is_enum_v<T>) {
-    o.kind = ValueKind::kChoice;
-    for (const Choice<T>& choice : choices<T>()) o.choices.emplace_back(choice.name);
-    o.help = choice_list<T>() + (o.help.empty() ? "" : ": " + o.help);
-    o.set = [field, flag](TrainConfig& c, std::string_view text) {
-      c.*field = parse_choice<T>(text, flag);
-    };
-    o.get = [field](const TrainConfig& c) { return nlohmann::json(name_of(c.*field)); };
-  } else {
-    static_assert(std::is_arithmetic_v<T>, "an option's field is a string, bool, enum or number");
-    o.kind = std::is_integral_v<T> ? ValueKind::kWhole : ValueKind::kReal;
-    o.set = [field, flag](TrainConfig& c, std::string_view text) {
-      c.*field = parse_number<T>(text, flag);
-    };
-    o.get = [field](const TrainConfig& c) {
-      if constexpr (std::is_same_v<T, float>) return nlohmann::json(shortest(c.*field));
-      return nlohmann::json(c.*field);
-    };
-  }
-  return o;
-}
-
-// A switch that clears `field` when given: --no-eval sets evaluate = false.
-TrainOption negated_switch(std::string name, bool TrainConfig::*field, std::string help) {
-  TrainOption o = option(std::move(name), field, std::move(help));
-  const std::string flag = o.flag();
-  o.set = [field, flag](TrainConfig& c, std::string_view text) {
-    c.*field = !parse_switch(text, flag);
-  };
-  o.get = [field](const TrainConfig& c) { return nlohmann::json(!(c.*field)); };
-  return o;
-}
-
-// An option whose values name files (PathRule).
-TrainOption path(TrainOption o, PathRule rule = PathRule::kPath) {
-  o.path = rule;
-  return o;
-}
-
-// An option that takes a comma list of whole numbers.
-TrainOption list(TrainOption o) {
-  o.list = true;
-  return o;
-}
-
-TrainOption not_in_config_toml(TrainOption o) {
-  o.in_config_toml = false;
-  return o;
-}
-
-// Another name of an option that config.toml writes under its own name (the manifest's
-// config shows both, with the same value, for scripts that read the old name).
-TrainOption alias(TrainOption o) {
-  return not_in_config_toml(std::move(o));
-}
 
 std::vector<TrainOption> data_and_model_options();
 std::vector<TrainOption> optimizer_options();
 std::vector<TrainOption> parallel_options();
 std::vector<TrainOption> bucket_options();
-std::vector<TrainOption> run_options();
-std::vector<TrainOption> checkpoint_options();
-std::vector<TrainOption> safety_options();
-std::vector<TrainOption> split_options();
 
 std::vector<TrainOption> make_table() {
   std::vector<TrainOption> table;
@@ -179,24 +69,6 @@ namespace {
 
 // --------------------------------------------------------------------------------------
 // The rows. Checks name the flag and the value, and say what to do instead.
-
-// --resume: "never" is an explicit fresh start (the field stays empty).
-TrainOption resume_option() {
-  TrainOption o = option(
-      "resume", &TrainConfig::resume,
-      "auto: the newest checkpoint of --run-dir that verifies (if the folder holds checkpoints "
-      "and this launch accepts none, nothing is changed and each file's reason is listed); a "
-      "checkpoint file; or never: start at step 0 (a --run-dir that holds a run is refused)",
-      [](const TrainConfig& c, int) {
-        require(c.resume.empty() || !c.run_dir.empty(),
-                "--resume " + c.resume +
-                    " needs --run-dir DIR (the run to continue; its checkpoints/ folder)");
-      });
-  o.set = [](TrainConfig& c, std::string_view text) {
-    c.resume = text == "never" ? std::string() : std::string(text);
-  };
-  return o;
-}
 
 std::vector<TrainOption> data_and_model_options() {
   return {
@@ -451,162 +323,6 @@ std::vector<TrainOption> bucket_options() {
                         "hierarchical");
               }),
           0, 1),
-  };
-}
-
-// --progress: the bar or the step lines. The ring driver's words (layers, thread), which this
-// flag named before --ring-driver, still set the driver, with a note saying what to write.
-TrainOption progress_option() {
-  TrainOption o = option("progress", &TrainConfig::progress,
-                         "auto: a bar on a terminal (also under mpiexec), lines into a file or "
-                         "pipe; off: no per-step output (evaluations, saves and the summary "
-                         "still print; --quiet prints errors only)");
-  o.set = [](TrainConfig& c, std::string_view text) {
-    if (text != "layers" && text != "thread") {
-      c.progress = parse_choice<ProgressOutput>(text, "--progress");
-      return;
-    }
-    c.poll_driver = parse_choice<PollDriver>(text, "--ring-driver");
-    c.deprecation_note = fmt::format(
-        "ringtrain: note: progress {0} names the ring driver, now --ring-driver {0} (in a "
-        "config file: ring-driver = \"{0}\"); --progress chooses the output: {1}",
-        text, choice_list<ProgressOutput>());
-  };
-  return o;
-}
-
-std::vector<TrainOption> run_options() {
-  return {
-      not_in_config_toml(
-          option("run-dir", &TrainConfig::run_dir,
-                 "where manifest.json and metrics.jsonl go (default runs/<model>-<time>)")),
-      ranged(
-          option("eval-every", &TrainConfig::eval_every, "evaluate every K steps (0: every epoch)"),
-          0, 0x1p40),
-      ranged(
-          option(
-              "target", &TrainConfig::target,
-              "stop when the test metric reaches VALUE: accuracy >= VALUE (class labels), MSE <= "
-              "VALUE (regression targets); 0: no target",
-              [](const TrainConfig& c, int) {
-                require(std::isfinite(c.target) && c.target >= 0.0,
-                        fmt::format("--target {} must be >= 0 (0: no target)", c.target));
-                require(c.target <= 1.0 || c.loss != LossChoice::kCrossEntropy,
-                        fmt::format("--target {}: a test accuracy target is in [0, 1]", c.target));
-                require(c.target == 0.0 || c.evaluate,
-                        fmt::format("--target {} with --no-eval: the run could never see the "
-                                    "target; drop --no-eval (--eval-every K sets how often it is "
-                                    "checked)",
-                                    c.target));
-              }),
-          0, 1e30),
-      alias(
-          ranged(option("target-accuracy", &TrainConfig::target, "the same as --target"), 0, 1e30)),
-      ranged(option("log-every", &TrainConfig::log_every, "steps between metrics lines",
-                    [](const TrainConfig& c, int) {
-                      require(c.log_every > 0, "--log-every 0: must be >= 1");
-                    }),
-             0, 0x1p40),
-      negated_switch("no-eval", &TrainConfig::evaluate, "do not evaluate on the test set"),
-      option("quiet", &TrainConfig::quiet, "print errors only"),
-      progress_option(),
-  };
-}
-
-// Checkpoints: how often, how many, how, signed, resumed.
-std::vector<TrainOption> checkpoint_options() {
-  return {
-      option("checkpoint-every", &TrainConfig::checkpoint_every,
-             "auto: every tau = sqrt(2 C mu) (Young/Daly), C the save cost measured by the first "
-             "save after --log-every steps, mu the MTBF; K: every K steps; 0: only at the end",
-             [](const TrainConfig& c, int) {
-               if (c.checkpoint_every != "auto")
-                 parse_size_list(c.checkpoint_every, "--checkpoint-every");
-             }),
-      ranged(option("mtbf", &TrainConfig::mtbf_s,
-                    "the job's mean time between failures in seconds, for --checkpoint-every auto "
-                    "(0: one day, the default for one machine)"),
-             0, 1e12),
-      ranged(option("node-mtbf", &TrainConfig::node_mtbf_s,
-                    "one host's mean time between failures in seconds: the job's MTBF is this over "
-                    "the number of hosts (instead of --mtbf)",
-                    [](const TrainConfig& c, int) {
-                      require(c.node_mtbf_s >= 0, "--node-mtbf: must be >= 0 seconds");
-                      require(c.mtbf_s <= 0 || c.node_mtbf_s <= 0,
-                              "--mtbf and --node-mtbf: give one (the job's MTBF, or one host's)");
-                    }),
-             0, 1e12),
-      ranged(option("keep", &TrainConfig::keep, "newest checkpoints kept",
-                    [](const TrainConfig& c, int) {
-                      require(c.keep >= 1, "--keep 0: keep at least the newest checkpoint");
-                    }),
-             0, 1e6),
-      ranged(
-          option("max-failed-saves", &TrainConfig::max_failed_saves,
-                 "periodic checkpoint saves that may fail in a row (disk full, I/O error) before "
-                 "the run stops; training goes on from the previous durable checkpoint meanwhile",
-                 [](const TrainConfig& c, int) {
-                   require(c.max_failed_saves >= 1,
-                           "--max-failed-saves 0: must be >= 1 (1 stops at the first failure)");
-                 }),
-          0, 1e6),
-      option("checkpoint-async", &TrainConfig::checkpoint_async,
-             "periodic saves block training for a snapshot of the state only; rank 0 writes "
-             "the file on a writer thread while training goes on (saves at the end and at a "
-             "stop signal stay synchronous)"),
-      option("zero-gather", &TrainConfig::zero_gather,
-             "asynchronous saves with --zero 1 (or a bf16 wire): the other ranks' shards reach "
-             "rank 0 inside the snapshot (snapshot: collective gather, training waits) or on "
-             "the way to the writer thread (writer: each rank copies its shard and sends it "
-             "without waiting; rank 0's writer assembles the full state)"),
-      path(option("checkpoint-key", &TrainConfig::checkpoint_key,
-                  "MAC key file (32 bytes, readable by its owner only): sign every checkpoint "
-                  "and refuse unsigned ones on resume (default: $RINGTRAIN_CHECKPOINT_KEY_FILE, "
-                  "else none)")),
-      not_in_config_toml(resume_option()),
-  };
-}
-
-// The safety nets of data-parallel training.
-std::vector<TrainOption> safety_options() {
-  return {
-      ranged(
-          option("replica-check-every", &TrainConfig::replica_check_every,
-                 "steps between checks that all replicas are bitwise equal (0: at the end only)"),
-          0, 0x1p40),
-      ranged(
-          option(
-              "max-nonfinite-steps", &TrainConfig::max_nonfinite_steps,
-              "consecutive steps with a non-finite gradient that are skipped before the run stops"),
-          0, 0x1p40),
-      ranged(
-          option("watchdog-s", &TrainConfig::watchdog_s,
-                 "end the job if a rank is stuck this long in one phase (0: automatic, 100 x step "
-                 "time, at least 60 s)",
-                 [](const TrainConfig& c, int) {
-                   require(
-                       c.watchdog_s >= 0,
-                       fmt::format("--watchdog-s {} must be >= 0 (0: automatic)", c.watchdog_s));
-                 }),
-          0, 1e9),
-  };
-}
-
-std::vector<TrainOption> split_options() {
-  return {
-      ranged(option("rebalance-every", &TrainConfig::rebalance_every,
-                    "--local-batches auto: steps per window; after each the ranks agree on a new "
-                    "split of the global batch in proportion to their measured compute speeds",
-                    [](const TrainConfig& c, int) {
-                      require(c.rebalance_every >= 1,
-                              "--rebalance-every 0: a window holds at least one step");
-                    }),
-             0, 0x1p40),
-      ranged(option("max-local-batch", &TrainConfig::max_local_batch,
-                    "--local-batches auto: the most samples a rank may get (its buffers are "
-                    "planned for it; 0: the global batch)",
-                    [](const TrainConfig& c, int world_size) { c.check_auto_split(world_size); }),
-             0, 0x1p24),
   };
 }
 
