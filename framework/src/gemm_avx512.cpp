@@ -20,7 +20,8 @@
 // * unpacked-weights (C = A·Bᵀ: the forward y = x·Wᵀ): computed as Cᵀ = B·Aᵀ, so the weight
 //   rows are the broadcast side, read straight from W (6 rows at a time, each element once,
 //   the next 6 prefetched), and only the small activation matrix is packed (k x 64,
-//   transposed). Tiles of 6 x 64 go to a scratch tile that is written back transposed.
+//   transposed). Tiles of 6 x 64 go to a scratch tile that is written back transposed; a last
+//   block of fewer samples is packed and computed only as wide as the vectors it fills.
 //
 // Everything here has internal linkage and instantiates no library template, so no
 // AVX-512 instruction can leak into code that runs on other CPUs (see blas.cpp).
@@ -303,48 +304,69 @@ RT_AVX512 void micro_rows(int K, const float* w, long ldw, const float* xp, floa
 constexpr int kRowsMR = 6, kRowsNV = 4, kRowsNR = 16 * kRowsNV, kRowsKC = 4096;
 
 using RowsKernel = void (*)(int, const float*, long, const float*, float*);
-RT_AVX512 RowsKernel rows_kernel(int rows) {
+
+// The kernel for `rows` (1 .. kRowsMR) weight rows and NV vectors of samples.
+template <int NV>
+RT_AVX512 RowsKernel rows_kernel_of(int rows) {
   switch (rows) {
     case 1:
-      return micro_rows<1, kRowsNV>;
+      return micro_rows<1, NV>;
     case 2:
-      return micro_rows<2, kRowsNV>;
+      return micro_rows<2, NV>;
     case 3:
-      return micro_rows<3, kRowsNV>;
+      return micro_rows<3, NV>;
     case 4:
-      return micro_rows<4, kRowsNV>;
+      return micro_rows<4, NV>;
     case 5:
-      return micro_rows<5, kRowsNV>;
+      return micro_rows<5, NV>;
     default:
-      return micro_rows<kRowsMR, kRowsNV>;
+      return micro_rows<kRowsMR, NV>;
   }
 }
 
-// C (m x n) = A (m x k) · Bᵀ, B stored (n x k); rows lie lda, ldb, ldc floats apart.
+// The kernel for `rows` (1 .. kRowsMR) weight rows and `nv` (1 .. kRowsNV) vectors of samples:
+// a block of fewer than 64 samples (a batch's last) takes as many vectors as it fills, not 4.
+// An element of C is the same sum over k in the same order whatever NV is, so the bits of a
+// row of y do not depend on the size of its block.
+RT_AVX512 RowsKernel rows_kernel(int rows, int nv) {
+  static_assert(kRowsNV == 4);
+  switch (nv) {
+    case 1:
+      return rows_kernel_of<1>(rows);
+    case 2:
+      return rows_kernel_of<2>(rows);
+    case 3:
+      return rows_kernel_of<3>(rows);
+    default:
+      return rows_kernel_of<4>(rows);
+  }
+}
+
+// C (m x n) = A (m x k) · Bᵀ, B stored (n x k); rows lie lda, ldb, ldc floats apart. Blocks of
+// up to kRowsNR samples; a block of `cols` samples is packed and summed nr = 16·nv wide.
 RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, long lda, const float* b, long ldb,
                         float* c, long ldc, bool accumulate, const Workspace& ws) {
   for (int i0 = 0; i0 < m; i0 += kRowsNR) {
     const int cols = min_int(kRowsNR, m - i0);
-    // xp[kk·NR + ii] = A[i0 + ii][kk], zero padded. Both transposes here go in blocks of 16
+    const int nv = (cols + 15) / 16, nr = 16 * nv;
+    // xp[kk·nr + ii] = A[i0 + ii][kk], zero padded. Both transposes here go in blocks of 16
     // (one cache line of the row-major side). Element by element, each step of the inner loop
     // would read another row of A (or write another row of C); with k = 1024 those rows lie
     // 4 KiB apart, in one L1 set, and evict each other before their next element
     // (bench/README-gemm.md, "The A·Bᵀ driver's transposes in blocks of 16").
     for (int k0 = 0; k0 < k; k0 += 16) {
       const int k1 = min_int(k, k0 + 16);
-      for (int ii = 0; ii < kRowsNR; ++ii)
+      for (int ii = 0; ii < nr; ++ii)
         for (int kk = k0; kk < k1; ++kk)
-          ws.a_pack[static_cast<long>(kk) * kRowsNR + ii] =
-              ii < cols ? a[(i0 + ii) * lda + kk] : 0.0f;
+          ws.a_pack[static_cast<long>(kk) * nr + ii] = ii < cols ? a[(i0 + ii) * lda + kk] : 0.0f;
     }
-    for (long e = 0; e < static_cast<long>(n) * kRowsNR; e += 16)
+    for (long e = 0; e < static_cast<long>(n) * nr; e += 16)
       _mm512_storeu_ps(ws.tile + e, _mm512_setzero_ps());
     for (int p0 = 0; p0 < k; p0 += kRowsKC) {
       const int kc = min_int(kRowsKC, k - p0);
       for (int j0 = 0; j0 < n; j0 += kRowsMR)
-        rows_kernel(min_int(kRowsMR, n - j0))(kc, b + j0 * ldb + p0, ldb,
-                                              ws.a_pack + static_cast<long>(p0) * kRowsNR,
-                                              ws.tile + static_cast<long>(j0) * kRowsNR);
+        rows_kernel(n - j0, nv)(kc, b + j0 * ldb + p0, ldb, ws.a_pack + static_cast<long>(p0) * nr,
+                                ws.tile + static_cast<long>(j0) * nr);
     }
     // C[i0 + ii][j] (+)= D[j][ii]
     for (int j0 = 0; j0 < n; j0 += 16) {
@@ -353,9 +375,9 @@ RT_AVX512 void gemm_abt(int m, int n, int k, const float* a, long lda, const flo
         float* row = c + (i0 + ii) * ldc;
         const float* col = ws.tile + ii;
         if (accumulate)
-          for (int j = j0; j < j1; ++j) row[j] += col[static_cast<long>(j) * kRowsNR];
+          for (int j = j0; j < j1; ++j) row[j] += col[static_cast<long>(j) * nr];
         else
-          for (int j = j0; j < j1; ++j) row[j] = col[static_cast<long>(j) * kRowsNR];
+          for (int j = j0; j < j1; ++j) row[j] = col[static_cast<long>(j) * nr];
       }
     }
   }
@@ -377,8 +399,8 @@ WorkspaceSize workspace_size(Op op, int m, int n, int k) {
   return {static_cast<std::size_t>(kKC) * kMC, static_cast<std::size_t>(kKC) * kNC, 0};
 }
 
-void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
-          const Strides& ld, bool accumulate, const Workspace& ws) {
+void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, const Strides& ld,
+          bool accumulate, const Workspace& ws) {
   switch (op) {
     case Op::kAB:  // A (m x k) row-major
       gemm_streamed(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);

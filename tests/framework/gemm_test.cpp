@@ -128,20 +128,26 @@ TEST_CASE("own kernels: wide and tall products cross the column and row blocks",
 
 TEST_CASE("own kernels: the sum over k does not depend on the other sizes", "[gemm]") {
   // What the header promises, and what makes a row of y = x·Wᵀ the same bits whether its
-  // sample sits in a batch of 64 or of 128: the first 5 rows of a 130-row product equal the
-  // 5-row product of the same rows, bitwise.
+  // sample sits in a batch of 64 or of 130: the first rows of a 130-row product equal the
+  // product of those rows alone, bitwise, and so do its last 2 rows (a block of 2 samples).
+  // In A·Bᵀ the sizes take each width of the samples' block (1 to 4 vectors of 16).
   std::mt19937 rng(9);
-  const int n = 100, k = 300;
+  const int n = 100, k = 300, m = 130;
   for (Op op : {Op::kAB, Op::kABt}) {
-    const Product big = random_product(op, 130, n, k, rng);
-    Product small = big;
-    small.a.resize(std::size_t(5) * k);
-    small.c.resize(std::size_t(5) * n);
-    const std::vector<float> c_big = run_own(op, 130, n, k, big, false);
-    const std::vector<float> c_small = run_own(op, 5, n, k, small, false);
-    INFO(name_of(op));
-    const bool same_bits = std::equal(c_small.begin(), c_small.end(), c_big.begin());
-    REQUIRE(same_bits);
+    const Product big = random_product(op, m, n, k, rng);
+    const std::vector<float> c_big = run_own(op, m, n, k, big, false);
+    for (int first : {0, 128})
+      for (int rows : {2, 5, 17, 33, 49, 64}) {
+        if (first + rows > m) continue;
+        Product part{std::vector<float>(big.a.begin() + std::size_t(first) * k,
+                                        big.a.begin() + std::size_t(first + rows) * k),
+                     big.b, std::vector<float>(std::size_t(rows) * n)};
+        const std::vector<float> c_part = run_own(op, rows, n, k, part, false);
+        INFO(name_of(op) << " rows " << first << ".." << first + rows);
+        const bool same_bits =
+            std::equal(c_part.begin(), c_part.end(), c_big.begin() + std::size_t(first) * n);
+        REQUIRE(same_bits);
+      }
   }
 }
 
