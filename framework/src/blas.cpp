@@ -284,25 +284,32 @@ ScopedThreads::~ScopedThreads() {
 }
 
 // The products the own kernels were measured faster on (bench/README-gemm.md, "Where the own
-// kernels are taken"), on a Linear layer with both feature sizes >= 64 and a batch of at
-// least 48 samples:
+// kernels are taken", and for AVX-512 "Small batches on the own kernels"), on a Linear layer
+// with both feature sizes >= 64 and a batch of at least kMinBatch samples (on AVX-512, whose
+// A·Bᵀ driver sizes a batch's last block to the samples in it, of at least 8):
 // * y = x·Wᵀ (A·Bᵀ) up to 256 samples, so the evaluation's chunks of 256 take them too; by
 //   512 samples OpenBLAS draws level.
-// * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins.
+// * dW = dyᵀ·x (Aᵀ·B) up to 128 samples: above, OpenBLAS's blocking wins. On AVX-512 below
+//   32 samples only where dW has at most 1024 columns: wider, OpenBLAS was faster there.
 // * dx = dy·W (A·B) while dx itself is at most 128 x 1024 floats (512 KB): the B-streaming
 //   driver keeps all of its block of dx in a scratch tile, which must stay in L2; wider or
 //   taller dx, with W out of cache, is faster on OpenBLAS.
 // Winograd's products (32 channels) and the small-channel convolutions stay with OpenBLAS,
 // which was faster there; so does the 10-class output layer.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
-  constexpr int kMinBatch = 48, kMaxBatchAtB = 128, kMaxBatchABt = 256, kMinFeatures = 64;
+  constexpr int kMaxBatchAtB = 128, kMaxBatchABt = 256, kMinFeatures = 64;
+  constexpr int kSmallBatch = 8, kSmallAtB = 32, kMaxSmallAtBColumns = 1024;
   constexpr long kMaxStreamedC = 128 * 1024;  // A·B: elements of C the scratch tile holds
+  const bool avx512 = own::isa() == own::Isa::kAvx512;
+  const int min_batch = avx512 ? kSmallBatch : 48;
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
-  if (trans_a == Trans::kYes)  // Aᵀ·B: the batch is k
-    return k >= kMinBatch && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;
+  if (trans_a == Trans::kYes) {  // Aᵀ·B: the batch is k
+    const int min_atb = avx512 && n > kMaxSmallAtBColumns ? kSmallAtB : min_batch;
+    return k >= min_atb && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;
+  }
   if (trans_b == Trans::kNo)  // A·B: the batch is m
-    return m >= kMinBatch && long(m) * n <= kMaxStreamedC && n >= kMinFeatures && k >= kMinFeatures;
-  return m >= kMinBatch && m <= kMaxBatchABt && n >= kMinFeatures && k >= kMinFeatures;
+    return m >= min_batch && long(m) * n <= kMaxStreamedC && n >= kMinFeatures && k >= kMinFeatures;
+  return m >= min_batch && m <= kMaxBatchABt && n >= kMinFeatures && k >= kMinFeatures;
 }
 
 namespace {

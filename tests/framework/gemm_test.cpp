@@ -163,6 +163,7 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
     int m, n, k;
     bool own;  // expected route
   };
+  const bool avx512 = blas::own::isa() == blas::own::Isa::kAvx512;
   const std::vector<Call> calls = {
       {Op::kABt, Trans::kNo, Trans::kYes, 64, 1024, 784, true},  // mlp forward, 64 samples
       {Op::kAB, Trans::kNo, Trans::kNo, 64, 1024, 1024, true},   // dx = dy·W: own
@@ -178,9 +179,17 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
       {Op::kABt, Trans::kNo, Trans::kYes, 256, 1024, 784, true},
       {Op::kABt, Trans::kNo, Trans::kYes, 320, 1024, 784, false},
       {Op::kABt, Trans::kNo, Trans::kYes, 128, 1024, 784, true},
-      {Op::kABt, Trans::kNo, Trans::kYes, 32, 1024, 784, false},  // 32 samples: OpenBLAS
-      {Op::kABt, Trans::kNo, Trans::kYes, 64, 10, 1024, false},   // 10 outputs: OpenBLAS
-      {Op::kAB, Trans::kNo, Trans::kNo, 64, 196, 32, false},      // Winograd-like: OpenBLAS
+      // Small batches: on AVX-512 (whose A·Bᵀ driver sizes the last block to its samples)
+      // from 8 samples, but dW of a layer wider than 1024 inputs only from 32; on AVX2 from 48.
+      {Op::kABt, Trans::kNo, Trans::kYes, 32, 1024, 784, avx512},
+      {Op::kABt, Trans::kNo, Trans::kYes, 8, 1024, 1024, avx512},
+      {Op::kABt, Trans::kNo, Trans::kYes, 4, 1024, 784, false},
+      {Op::kAB, Trans::kNo, Trans::kNo, 16, 1024, 1024, avx512},
+      {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 784, 16, avx512},
+      {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 3136, 16, false},
+      {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 3136, 32, avx512},
+      {Op::kABt, Trans::kNo, Trans::kYes, 64, 10, 1024, false},  // 10 outputs: OpenBLAS
+      {Op::kAB, Trans::kNo, Trans::kNo, 64, 196, 32, false},     // Winograd-like: OpenBLAS
   };
   std::pair<int, int> routes_seen{0, 0};  // calls of each route whose bits showed the route
   for (const Call& call : calls) {
