@@ -197,10 +197,15 @@ std::string SplitPlanner::banner_line(double cap_bytes) const {
 }
 
 nlohmann::json SplitPlanner::policy() const {
-  return {{"local_batches", "auto"},         {"rebalance_every", every_},
-          {"max_local_batch", request_.cap}, {"micro_batch", request_.micro_batch},
-          {"floors", request_.floors},       {"margin", request_.margin},
-          {"speed_weight", kSpeedWeight},    {"core_wait_notice", kCoreWaitNotice}};
+  return {{"local_batches", "auto"},
+          {"rebalance_every", every_},
+          {"max_local_batch", request_.cap},
+          {"micro_batch", request_.micro_batch},
+          {"floors", request_.floors},
+          {"margin", request_.margin},
+          {"speed_weight", kSpeedWeight},
+          {"speed_change", kSpeedChange},
+          {"core_wait_notice", kCoreWaitNotice}};
 }
 
 }  // namespace ringtrain

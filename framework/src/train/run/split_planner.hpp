@@ -75,7 +75,8 @@ class SplitPlanner {
   // outputs planned for cap rows).
   std::string banner_line(double cap_bytes) const;
 
-  // The manifest's "split_policy": auto, K, cap, m, floors, margin, speed weight.
+  // The manifest's "split_policy": auto, K, cap, m, floors, margin, speed weight and change
+  // factor, core-wait notice.
   nlohmann::json policy() const;
 
  private:

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ringtrain/framework/error.hpp"
@@ -30,7 +31,10 @@ void SpeedSmoother::add_window(std::span<const ComputeWindow> windows) {
   for (std::size_t r = 0; r < speeds_.size(); ++r) {
     const double now = window_speed(windows[r]);
     if (now == 0.0) continue;
-    speeds_[r] = speeds_[r] > 0.0 ? weight_ * now + (1.0 - weight_) * speeds_[r] : now;
+    const double before = speeds_[r];
+    const bool changed =
+        !(before > 0.0) || std::max(now, before) > kSpeedChange * std::min(now, before);
+    speeds_[r] = changed ? now : weight_ * now + (1.0 - weight_) * before;
   }
 }
 

@@ -16,6 +16,17 @@
 // window is a ratio of sums (all its samples over all its seconds), not a mean of per-step
 // ratios, so a short step does not weigh as much as a long one. A rank with no samples or no
 // net time in a window keeps its speed (unknown if it never had one).
+//
+// Change detection: a window whose speed differs from the smoothed one by more than the factor
+// kSpeedChange (the larger of the two over the smaller) is a change of regime, not noise: a
+// rank became slower or faster (another job started on its node, the slowness moved), and its
+// speed is taken as the window's, so the split follows at the next re-split instead of over
+// several windows of fading memory. Smoothing is for noise, and the noise between windows at a
+// steady split is a few percent: the factor stands well above it, so noise alone does not
+// reset a speed, and below the slowdowns the split is for, so those are followed at once. A
+// split that moves also changes the measured speeds (a rank's fixed costs per step spread over
+// other row counts); that is mostly under the factor and smoothed, and where it is not, the
+// speed at the new split is the one to follow anyway.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +37,9 @@ namespace ringtrain {
 
 // The weight of the newest window.
 inline constexpr double kSpeedWeight = 0.5;
+// The factor between a window's speed and the smoothed one above which the window is taken as
+// is (a change of regime).
+inline constexpr double kSpeedChange = 1.3;
 
 struct ComputeWindow {
   double samples = 0.0;
@@ -39,7 +53,7 @@ class SpeedSmoother {
   explicit SpeedSmoother(std::size_t ranks, double weight = kSpeedWeight);
 
   // Folds in one window of every rank (`windows.size()` must be the number of ranks; throws
-  // Error otherwise).
+  // Error otherwise): smoothed, or taken as is where it changed by more than kSpeedChange.
   void add_window(std::span<const ComputeWindow> windows);
 
   // Each rank's smoothed speed, samples/s; 0 where unknown.
