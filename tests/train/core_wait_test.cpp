@@ -1,7 +1,8 @@
 // The core-wait measurement (train/run/core_wait.hpp) against the thread's CPU clock: a busy
 // thread is either running or waiting, so its wait share is 1 − CPU time / wall time whatever
 // else the machine runs; a sleeping thread does not wait; two busy threads pinned to one CPU
-// wait about half of the time each. And the diagnostic line.
+// wait about half of the time each. And the diagnostic: a rank that stands out against every
+// rank waiting alike.
 #include "train/run/core_wait.hpp"
 
 #include <pthread.h>
@@ -136,15 +137,56 @@ TEST_CASE("core wait: readings of one interval come from one source", "[core_wai
   CHECK_FALSE(core_wait_share(a, b));  // no time passed
 }
 
-TEST_CASE("core wait: the diagnostic names the rank that waits most", "[core_wait]") {
+TEST_CASE("core wait: a rank that stands out is named, and the split is held", "[core_wait]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Rank 1 waits 47 points more than rank 0 (the least; rank 2 unknown, left out).
   const std::vector<double> shares{0.01, 0.48, nan, 0.3};
-  const std::optional<std::string> line = core_wait_notice(shares);
-  REQUIRE(line);
-  CHECK_THAT(*line, Catch::Matchers::StartsWith("rank 1 waits for its core 48 % of the time"));
+  const std::optional<CoreWaitNotice> notice = core_wait_notice(shares);
+  REQUIRE(notice);
+  CHECK(notice->hold);
+  CHECK_THAT(notice->line,
+             Catch::Matchers::StartsWith("rank 1 waits for its core 48 % of the time, rank 0 1 %"));
+  // Two of three high and one low: the highest is named.
+  const std::optional<CoreWaitNotice> two = core_wait_notice(std::vector<double>{0.45, 0.5, 0.05});
+  REQUIRE(two);
+  CHECK(two->hold);
+  CHECK_THAT(two->line, Catch::Matchers::StartsWith("rank 1 waits for its core 50 %"));
+  // The difference is what counts: at the threshold above the least, not below it.
+  const std::optional<CoreWaitNotice> at = core_wait_notice(std::vector<double>{0.0, 0.25}, 0.25);
+  REQUIRE(at);
+  CHECK(at->line ==
+        "rank 1 waits for its core 25 % of the time, rank 0 0 %: something else runs there "
+        "(another process, or more threads than cores); samples are not moved away from it for "
+        "that");
+  CHECK_FALSE(core_wait_notice(std::vector<double>{0.1, 0.29}));
+}
+
+TEST_CASE("core wait: every rank waiting alike is oversubscription, and the split is not held",
+          "[core_wait]") {
+  // Three ranks on two cores: each waits about a third of the time.
+  const std::optional<CoreWaitNotice> notice =
+      core_wait_notice(std::vector<double>{0.32, 0.34, 0.33});
+  REQUIRE(notice);
+  CHECK_FALSE(notice->hold);
+  CHECK(notice->line ==
+        "every rank waits for a core about 33 % of the time: more ranks (or threads) than cores; "
+        "the split follows the speeds net of that wait");
+  // All high but one standing out above the least: that one is named and held.
+  const std::optional<CoreWaitNotice> above = core_wait_notice(std::vector<double>{0.3, 0.3, 0.55});
+  REQUIRE(above);
+  CHECK(above->hold);
+  CHECK_THAT(above->line, Catch::Matchers::StartsWith("rank 2 waits for its core 55 %"));
+  // One rank alone (or one known) waiting: it is every rank.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::optional<CoreWaitNotice> one = core_wait_notice(std::vector<double>{nan, 0.4});
+  REQUIRE(one);
+  CHECK_FALSE(one->hold);
+}
+
+TEST_CASE("core wait: ranks that wait little, or unknown, give no notice", "[core_wait]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   CHECK_FALSE(core_wait_notice(std::vector<double>{0.01, 0.19, nan}));
+  CHECK_FALSE(core_wait_notice(std::vector<double>{0.1, 0.1, 0.1}));
   CHECK_FALSE(core_wait_notice(std::vector<double>{nan, nan}));
-  CHECK(core_wait_notice(std::vector<double>{0.1, 0.05}, 0.1) ==
-        "rank 0 waits for its core 10 % of the time: something else runs there (another "
-        "process, or more threads than cores); samples are not moved away from it for that");
+  CHECK_FALSE(core_wait_notice(std::vector<double>{}));
 }

@@ -97,16 +97,33 @@ std::optional<double> core_wait_share(const CoreWaitReading& begin, const CoreWa
   return std::clamp(wait_s / wall_s, 0.0, 1.0);
 }
 
-std::optional<std::string> core_wait_notice(std::span<const double> shares, double threshold) {
-  std::size_t worst = shares.size();
-  for (std::size_t r = 0; r < shares.size(); ++r)
-    if (std::isfinite(shares[r]) && (worst == shares.size() || shares[r] > shares[worst]))
-      worst = r;
-  if (worst == shares.size() || shares[worst] < threshold) return std::nullopt;
-  return fmt::format(
-      "rank {} waits for its core {:.0f} % of the time: something else runs there (another "
-      "process, or more threads than cores); samples are not moved away from it for that",
-      worst, 100.0 * shares[worst]);
+std::optional<CoreWaitNotice> core_wait_notice(std::span<const double> shares, double threshold) {
+  const std::size_t none = shares.size();
+  std::size_t most = none, least = none;
+  double sum = 0.0;
+  std::size_t known = 0;
+  for (std::size_t r = 0; r < shares.size(); ++r) {
+    if (!std::isfinite(shares[r])) continue;
+    if (most == none || shares[r] > shares[most]) most = r;
+    if (least == none || shares[r] < shares[least]) least = r;
+    sum += shares[r];
+    ++known;
+  }
+  if (most == none) return std::nullopt;
+  if (shares[most] - shares[least] >= threshold)
+    return CoreWaitNotice{
+        fmt::format("rank {} waits for its core {:.0f} % of the time, rank {} {:.0f} %: something "
+                    "else runs there (another process, or more threads than cores); samples are "
+                    "not moved away from it for that",
+                    most, 100.0 * shares[most], least, 100.0 * shares[least]),
+        true};
+  if (shares[least] >= threshold)
+    return CoreWaitNotice{
+        fmt::format("every rank waits for a core about {:.0f} % of the time: more ranks (or "
+                    "threads) than cores; the split follows the speeds net of that wait",
+                    100.0 * sum / double(known)),
+        false};
+  return std::nullopt;
 }
 
 }  // namespace ringtrain

@@ -2,7 +2,8 @@
 // rank whose core is shared with another busy process is not slow but absent for slices of
 // milliseconds; moving samples away from it does not help, so the batch split must not chase
 // it (its compute speed is taken net of this wait: speed_smoother.hpp), and rank 0 says once
-// which rank waits and how much.
+// which rank waits and how much. Where every rank waits alike (more ranks than cores), no rank
+// is absent more than another, and the speeds net of the wait still compare.
 //
 // Vocabulary:
 //   core wait   time the thread was runnable but not running: in the run queue of a core that
@@ -51,13 +52,28 @@ CoreWaitReading read_core_wait();  // from available_core_wait_source()
 // passed. Throws Error if the readings come from different sources.
 std::optional<double> core_wait_share(const CoreWaitReading& begin, const CoreWaitReading& end);
 
-// The share above which rank 0 says that a rank waits for its core.
+// The share above which rank 0 says that ranks wait for their cores: a rank's share this much
+// above the least share among the ranks, or the least share itself at least this.
 inline constexpr double kCoreWaitNotice = 0.2;
 
-// The diagnostic line for the ranks' shares (one per rank, NaN where unknown): the rank that
-// waits most, if its share is at least `threshold`, e.g. "rank 1 waits for its core 48 % of
-// the time: another process shares it"; nullopt if none does.
-std::optional<std::string> core_wait_notice(std::span<const double> shares,
-                                            double threshold = kCoreWaitNotice);
+// What the ranks' core-wait shares call for: the line rank 0 prints once, and whether the split
+// is kept while it lasts.
+struct CoreWaitNotice {
+  std::string line;
+  bool hold = false;
+};
+
+// The diagnostic for the ranks' shares (one per rank, NaN where unknown; the unknown ones are
+// left out). Two cases, told apart by comparing the ranks with each other:
+//   - a rank stands out: the share of the rank that waits most exceeds the least share by
+//     `threshold` or more. That rank is absent more than the others (something else runs on its
+//     core), which moving samples does not help: the line names it, e.g. "rank 1 waits for its
+//     core 48 % of the time, rank 0 1 %: ...", and the split is held.
+//   - every rank waits: the least share is at least `threshold` and none stands out (more ranks
+//     or threads than cores, every rank absent alike). The speeds, net of the wait, still
+//     compare, so the split is not held; the line says so.
+// nullopt when neither holds.
+std::optional<CoreWaitNotice> core_wait_notice(std::span<const double> shares,
+                                               double threshold = kCoreWaitNotice);
 
 }  // namespace ringtrain

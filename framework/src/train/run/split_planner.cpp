@@ -101,11 +101,13 @@ void SplitPlanner::end_window(std::uint64_t done) {
   smoother_.add_window(totals.windows);
   window_.reset();
   window_step_s_ = 0.0;
-  if (const std::optional<std::string> notice = core_wait_notice(shares)) {
-    const bool hold = faults_.hold_split_for_core_wait();
-    if (!noticed_)
-      say_(fmt::format("after step {}: {}{}", done, *notice, hold ? "; the split is kept" : ""));
-    noticed_ = true;
+  if (const std::optional<CoreWaitNotice> notice = core_wait_notice(shares)) {
+    const bool hold = notice->hold && faults_.hold_split_for_core_wait();
+    bool& said = notice->hold ? noticed_absent_ : noticed_everyone_;
+    if (!said)
+      say_(fmt::format("after step {}: {}{}", done, notice->line,
+                       hold ? "; the split is kept" : ""));
+    said = true;
     if (hold) {  // an absent rank is not a slow one: moving samples does not help
       write_plan_text();
       return;

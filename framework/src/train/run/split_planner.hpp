@@ -11,8 +11,11 @@
 // Checks and records, at each window's end:
 //   - the hashes of the splits the ranks applied differ (a rank decided alone): every rank
 //     throws the same AgreedError, so the run stops on all ranks together
-//   - some rank waited for its core for kCoreWaitNotice of its compute or more: the split is
-//     kept (moving samples does not help an absent rank) and rank 0 says so once
+//   - some rank waited for its core a share of its compute kCoreWaitNotice or more above the
+//     least share among the ranks (it stands out: something else runs on its core): the split
+//     is kept (moving samples does not help an absent rank) and rank 0 says so once; every rank
+//     waiting alike (more ranks than cores) is said once too, and the split goes on following
+//     the speeds, which are net of the wait (core_wait.hpp)
 //   - rank 0 appends to metrics.jsonl a window record (split, the samples each rank computed,
 //     the window's speeds, core-wait shares, comm),
 //     a `rebalance` record when the split changes and a `rebalance_measured` one a window
@@ -98,7 +101,9 @@ class SplitPlanner {
   // The re-split whose measurement is due at the next window's end.
   std::optional<std::uint64_t> measured_since_;
   double predicted_step_s_ = 0.0;
-  bool noticed_ = false;  // the core-wait line was printed
+  // The core-wait lines printed: a rank that stands out, every rank waiting.
+  bool noticed_absent_ = false;
+  bool noticed_everyone_ = false;
   std::string plan_text_;
 };
 

@@ -31,8 +31,9 @@ class FaultInjector {
   // --local-batches auto: true if `rank` applies a split of its own instead of the agreed
   // one at each re-split (the split hash check's case: every rank must then stop).
   virtual bool decide_split_alone(int /*rank*/) const { return false; }
-  // --local-batches auto: false to go on re-splitting while a rank waits for its core (a
-  // test on a node with more ranks than cores, where every rank waits).
+  // --local-batches auto: false to go on re-splitting while a rank waits for its core more
+  // than the others (a test on a shared machine, where other processes make one rank or
+  // another stand out at times).
   virtual bool hold_split_for_core_wait() const { return true; }
   // Just before the gradient sum of `step`: a rank that stalls here (the watchdog's case).
   virtual void before_gradient_sum(int /*rank*/, std::uint64_t /*step*/) const {}
