@@ -8,8 +8,8 @@
 #    one, and a window in which the ranks computed other than the near-equal split's samples
 #    (so the comparison cannot pass vacuously); with a moving slow rank, also a re-split
 #    after the move that gives the new slow rank less than it had then
-#    (--test-ignore-core-wait: on a shared machine, or with more ranks than cores, every rank
-#    waits for its core at times, and the split would be held)
+#    (--test-ignore-core-wait: on a machine shared with other jobs, one rank may wait for its
+#    core more than the others at times, and the split would be held)
 # 4. MODE bitwise: /model /optimizer /schedule /data /rng bitwise equal (h5diff) and the same
 #    losses in metrics.jsonl (--reduction exact); MODE a tolerance (1e-5 for the default
 #    reduction): every array within it, relative (`ringtrain inspect --compare`, only the

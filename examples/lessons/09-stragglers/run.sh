@@ -7,9 +7,10 @@
 source "$(dirname "$0")/../lib.sh"
 lesson_setup lesson09 "$@"
 steps=400 window=20 test_flags=()
-# --quick is what the test suite runs, beside other jobs on a small machine: there every rank
-# waits for its core at times, and auto would rightly hold the split (what step 2 prints when
-# it does); --test-ignore-core-wait re-splits anyway, so the lesson's facts can be checked.
+# --quick is what the test suite runs, beside other jobs on a small machine: there one rank
+# may wait for its core more than the other at times, and auto would rightly hold the split
+# (what step 2 prints when it does); --test-ignore-core-wait re-splits anyway, so the lesson's
+# facts can be checked.
 ((quick)) && steps=120 window=10 test_flags=(--test-ignore-core-wait)
 train=(train --model mlp --steps "$steps" --log-every "$window" --rebalance-every "$window"
   --no-eval --blas-threads 1 --global-batch 128 "${test_flags[@]}")
