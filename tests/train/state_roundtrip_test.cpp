@@ -71,8 +71,8 @@ void advance(Rig& rig) {
   p.useful_compute_s = 1.25;
   p.skipped_steps = 2;
   p.nonfinite_in_a_row = 1;
-  p.best_test_metric = 0.875;
-  p.final_test_metric = 0.75;
+  p.best_selection_metric = 0.875;
+  p.final_selection_metric = 0.75;
   p.window_loss = 12.5;
   p.window_samples = 96;
   p.window_steps = 3;

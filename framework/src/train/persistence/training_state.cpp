@@ -148,8 +148,8 @@ void put_scalars(checkpoint::StateTree& tree, const TrainingState& s) {
   tree.put_f64(Group::kProgress, "useful_compute_s", p.useful_compute_s);
   tree.put_u64(Group::kProgress, "skipped_steps", p.skipped_steps);
   tree.put_u64(Group::kProgress, "nonfinite_in_a_row", p.nonfinite_in_a_row);
-  tree.put_f64(Group::kProgress, "best_test_accuracy", p.best_test_metric);
-  tree.put_f64(Group::kProgress, "final_test_accuracy", p.final_test_metric);
+  tree.put_f64(Group::kProgress, "best_test_accuracy", p.best_selection_metric);
+  tree.put_f64(Group::kProgress, "final_test_accuracy", p.final_selection_metric);
   tree.put_f64(Group::kProgress, "window_loss", p.window_loss);
   tree.put_f64(Group::kProgress, "window_samples", p.window_samples);
   tree.put_u64(Group::kProgress, "window_steps", p.window_steps);
@@ -272,8 +272,8 @@ void restore(const checkpoint::StateTree& tree, const TrainingState& s) {
   p.useful_compute_s = tree.f64(Group::kProgress, "useful_compute_s");
   p.skipped_steps = tree.u64(Group::kProgress, "skipped_steps");
   p.nonfinite_in_a_row = tree.u64(Group::kProgress, "nonfinite_in_a_row");
-  p.best_test_metric = tree.f64(Group::kProgress, "best_test_accuracy");
-  p.final_test_metric = tree.f64(Group::kProgress, "final_test_accuracy");
+  p.best_selection_metric = tree.f64(Group::kProgress, "best_test_accuracy");
+  p.final_selection_metric = tree.f64(Group::kProgress, "final_test_accuracy");
   p.window_loss = tree.f64(Group::kProgress, "window_loss");
   p.window_samples = tree.f64(Group::kProgress, "window_samples");
   p.window_steps = tree.u64(Group::kProgress, "window_steps");

@@ -80,7 +80,7 @@ void TrainingRun::recover_best(const std::vector<nlohmann::json>& records) {
       best_step[0] = step->get<double>();  // the last one: each was a new best
       results_.best_test_metric = value->get<double>();
     } else if (!validating() && best_step[0] == 0.0 && !r.contains("at") &&
-               value->get<double>() == counters_.best_test_metric) {
+               value->get<double>() == counters_.best_selection_metric) {
       best_step[0] = step->get<double>();  // the first step with the best value
     }
   }

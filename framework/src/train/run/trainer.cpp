@@ -47,7 +47,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Sequential& model, const Sha
   blas::set_threads(plan_.blas_threads, std::max(1, comm.ranks_per_node()));
   blas::set_kernels(blas::resolve_kernels(name_of(config_.gemm)));
   // Before any evaluation, no MSE is the best yet (a resume restores the stored best).
-  if (data.info.regression()) counters_.best_test_metric = INFINITY;
+  if (data.info.regression()) counters_.best_selection_metric = INFINITY;
   results_.regression = data.info.regression();
   results_.validation = validation_.size() > 0;
   facts_.config = &config_;
@@ -242,9 +242,9 @@ void TrainingRun::continue_from(const std::optional<std::filesystem::path>& from
   // The counters hold the selection split's values; the test set's, under validation, are
   // this launch's own (none yet).
   (validating() ? results_.best_validation_metric : results_.best_test_metric) =
-      counters_.best_test_metric;
+      counters_.best_selection_metric;
   (validating() ? results_.final_validation_metric : results_.final_test_metric) =
-      counters_.final_test_metric;
+      counters_.final_selection_metric;
   if (validating()) results_.best_test_metric = results_.final_test_metric = NAN;
   if (from) recover_best(records);
 }

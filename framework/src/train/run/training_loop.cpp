@@ -123,21 +123,21 @@ void TrainingRun::evaluate_now(std::uint64_t done) {
   watchdog_.leave();
   const Metric metric = metric_for(test_.regression(), validating());
   const double value = metric.of(e);
-  counters_.final_test_metric = value;
+  counters_.final_selection_metric = value;
   // Strictly better, or the first value at all (an accuracy of 0 is a best too).
-  const bool best =
-      (metric.reached(value, counters_.best_test_metric) && value != counters_.best_test_metric) ||
-      (results_.best_step == 0 && value == counters_.best_test_metric);
+  const bool best = (metric.reached(value, counters_.best_selection_metric) &&
+                     value != counters_.best_selection_metric) ||
+                    (results_.best_step == 0 && value == counters_.best_selection_metric);
   if (best) {
-    counters_.best_test_metric = value;
+    counters_.best_selection_metric = value;
     results_.best_step = done;
   }
   if (validating()) {
     results_.final_validation_metric = value;
-    results_.best_validation_metric = counters_.best_test_metric;
+    results_.best_validation_metric = counters_.best_selection_metric;
   } else {
     results_.final_test_metric = value;
-    results_.best_test_metric = counters_.best_test_metric;
+    results_.best_test_metric = counters_.best_selection_metric;
   }
   record_evaluation(done, validating() ? "validation" : "test", metric, e, nullptr);
   if (run_dir_)

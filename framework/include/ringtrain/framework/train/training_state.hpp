@@ -44,12 +44,13 @@ struct TrainingCounters {
   double useful_compute_s = 0.0;  // time spent in steps that this state contains
   std::uint64_t skipped_steps = 0;
   std::uint64_t nonfinite_in_a_row = 0;
-  // The run's metric (evaluation.hpp: Metric): test accuracy, or test MSE on regression data
-  // (whose best starts at +inf), on the split that picks the best step (validation under
+  // The run's metric (evaluation.hpp: Metric): accuracy, or MSE on regression data (whose
+  // best starts at +inf), on the split that selects the best step (validation under
   // --validation-fraction, else test). Stored under the keys best_test_accuracy and
-  // final_test_accuracy, the names files had before regression, so those files still load.
-  double best_test_metric = 0.0;
-  double final_test_metric = 0.0;
+  // final_test_accuracy, the names files had before validation and regression, so those
+  // files still load.
+  double best_selection_metric = 0.0;
+  double final_selection_metric = 0.0;
   // The metrics window open at the save: losses of steps since the last metrics line.
   double window_loss = 0.0;
   double window_samples = 0.0;
