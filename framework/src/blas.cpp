@@ -293,7 +293,9 @@ ScopedThreads::~ScopedThreads() {
 //   32 samples only where dW has at most 1024 columns: wider, OpenBLAS was faster there.
 // * dx = dy·W (A·B) while dx itself is at most 128 x 1024 floats (512 KB): the B-streaming
 //   driver keeps all of its block of dx in a scratch tile, which must stay in L2; wider or
-//   taller dx, with W out of cache, is faster on OpenBLAS.
+//   taller dx, with W out of cache, is faster on OpenBLAS. On AVX-512 a wider dx of up to
+//   128 samples runs on the packed driver with the same bits ("A wide dx on the packed
+//   driver, with the streaming driver's bits").
 // Winograd's products (32 channels) and the small-channel convolutions stay with OpenBLAS,
 // which was faster there; so does the 10-class output layer.
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
@@ -308,7 +310,8 @@ bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
     return k >= min_atb && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;
   }
   if (trans_b == Trans::kNo)  // A·B: the batch is m
-    return m >= min_batch && long(m) * n <= kMaxStreamedC && n >= kMinFeatures && k >= kMinFeatures;
+    return m >= min_batch && (long(m) * n <= kMaxStreamedC || (avx512 && m <= kMaxBatchAtB)) &&
+           n >= kMinFeatures && k >= kMinFeatures;
   return m >= min_batch && m <= kMaxBatchABt && n >= kMinFeatures && k >= kMinFeatures;
 }
 

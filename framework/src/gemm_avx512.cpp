@@ -11,9 +11,11 @@
 // scalars of A:   acc[r][q] += A(r, k) · B(k, 16q .. 16q+15)
 //
 // Three drivers:
-// * packed (C = Aᵀ·B: a layer's dW = dyᵀ·x): GotoBLAS blocking. B is copied in blocks of
-//   KC x NC into NR-wide panels that stay in L1/L2, A in MR-wide panels; 8 x 48 tiles (24
-//   accumulators), which split a 64-sample batch without waste.
+// * packed (C = Aᵀ·B: a layer's dW = dyᵀ·x; and a dx = dy·W too wide for the B-streaming
+//   driver's tile): GotoBLAS blocking. B is copied in blocks of KC x NC into NR-wide panels
+//   that stay in L1/L2, A in MR-wide panels; 8 x 48 tiles (24 accumulators), which split a
+//   64-sample batch without waste. For dx each element's sum runs on from C across the k
+//   blocks, one chain as in the B-streaming driver, so the two give the same bits.
 // * B-streaming (C = A·B: dx = dy·W): the weights are read in place, block of rows after
 //   block of rows as they lie in memory, the next block prefetched; all of C (m x n, small)
 //   is held in a scratch tile of 8 x 48 tiles meanwhile.
@@ -48,15 +50,28 @@ RT_AVX512 inline __mmask16 lanes(int cols) {
   return cols >= 16 ? __mmask16(0xFFFF) : (cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1));
 }
 
-// acc[r][q] = Σ_k a(r, k) · bp[k·16·NV + 16·q ..]: the register tile both micro-kernels
-// share; a(r, k) reads the left operand where its kernel keeps it (packed or in place).
+// Where a register tile's sums start: from zero, or from a tile of C (rows < rows, columns
+// < cols of the tile at c, ldc floats a row; zero elsewhere).
+struct TileStart {
+  const float* c = nullptr;  // null: from zero
+  long ldc = 0;
+  int rows = 0, cols = 0;
+};
+
+// acc[r][q] = start + Σ_k a(r, k) · bp[k·16·NV + 16·q ..], one fused multiply-add per k in
+// k's order: the register tile both micro-kernels share; a(r, k) reads the left operand where
+// its kernel keeps it (packed or in place).
 template <int MR, int NV, class LeftElement, class Prefetch>
 RT_AVX512 inline void tile_product(int K, LeftElement a, const float* bp, __m512 (&acc)[MR][NV],
-                                   Prefetch prefetch) {
+                                   const TileStart& start, Prefetch prefetch) {
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int q = 0; q < NV; ++q) acc[r][q] = _mm512_setzero_ps();
+    for (int q = 0; q < NV; ++q)
+      acc[r][q] =
+          start.c != nullptr && r < start.rows
+              ? _mm512_maskz_loadu_ps(lanes(start.cols - 16 * q), start.c + r * start.ldc + 16 * q)
+              : _mm512_setzero_ps();
   for (int k = 0; k < K; ++k) {
     prefetch(k);
     __m512 bv[NV];
@@ -72,14 +87,22 @@ RT_AVX512 inline void tile_product(int K, LeftElement a, const float* bp, __m512
   }
 }
 
+// How the packed micro-kernel meets the tile of C it writes: kOverwrite C = the tile's sum,
+// kAdd C += it, kContinue the sum goes on from the values in C (its running sum over the k
+// blocks before, each element's multiply-adds one chain as in the B-streaming driver).
+enum class PackedWrite { kOverwrite, kAdd, kContinue };
+
 // Packed micro-kernel: ap[k·MR + r], bp[k·NR + j]; writes rows < rows, columns < cols of the
-// tile at c (ldc), adding to what is there if accumulate.
+// tile at c (ldc) as `write` says.
 template <int MR, int NV>
 RT_AVX512 void micro_packed(int K, const float* ap, const float* bp, float* c, long ldc,
-                            bool accumulate, bool stream, int rows, int cols) {
+                            PackedWrite write, bool stream, int rows, int cols) {
   __m512 acc[MR][NV];
+  const TileStart start =
+      write == PackedWrite::kContinue ? TileStart{c, ldc, rows, cols} : TileStart{};
   tile_product<MR, NV>(
-      K, [ap](int r, int k) { return ap[k * MR + r]; }, bp, acc, [](int) {});
+      K, [ap](int r, int k) { return ap[k * MR + r]; }, bp, acc, start, [](int) {});
+  const bool accumulate = write == PackedWrite::kAdd;
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) break;
@@ -102,16 +125,22 @@ constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // the 8 x 48 tile of both A·B
 // columns of B (a multiple of kNR; one block covers a 1024-wide layer).
 constexpr int kKC = 128, kMC = 64, kNC = 22 * kNR;
 
-// C (m x n) = Aᵀ·B, A stored (k x m), B (k x n); rows of A, B and C lie lda, ldb, ldc floats
-// apart (a block of larger matrices).
-RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, const float* b, long ldb,
-                           float* c, long ldc, bool accumulate, const Workspace& ws) {
+// C (m x n) = Aᵀ·B with A stored (k x m), B (k x n); rows of A, B and C lie lda, ldb, ldc
+// floats apart (a block of larger matrices). Each k block's sum is added to C.
+// a_by_k false: C = A·B with A stored (m x k), never accumulating; the k blocks continue
+// each element's running sum in C (PackedWrite::kContinue), so C has the bits of the
+// B-streaming driver's one chain of multiply-adds.
+RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, bool a_by_k,
+                           const float* b, long ldb, float* c, long ldc, bool accumulate,
+                           const Workspace& ws) {
   // C written once (one k block, nothing to add): non-temporal stores, which skip reading the
   // lines of C before overwriting them (a layer's dW is megabytes, long out of cache).
   const bool stream = !accumulate && k <= kKC;
   for (int p0 = 0; p0 < k; p0 += kKC) {
     const int kc = min_int(kKC, k - p0);
-    const bool add = accumulate || p0 > 0;
+    const PackedWrite write = !(accumulate || p0 > 0) ? PackedWrite::kOverwrite
+                              : a_by_k                ? PackedWrite::kAdd
+                                                      : PackedWrite::kContinue;
     for (int j0 = 0; j0 < n; j0 += kNC) {
       const int nc = min_int(kNC, n - j0);
       // B block (kc x nc) -> panels of kNR columns, zero padded: bpack[jr·kc + kk·kNR + j]
@@ -128,19 +157,26 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, const 
       for (int i0 = 0; i0 < m; i0 += kMC) {
         const int mc = min_int(kMC, m - i0);
         // A block (mc x kc) -> panels of kMR rows, zero padded: apack[ir·kc + kk·kMR + r];
-        // Aᵀ is stored, so that is kMR consecutive floats per k
+        // with Aᵀ stored that is kMR consecutive floats per k, else a transpose
         for (int ir = 0; ir < mc; ir += kMR) {
           float* dst = ws.a_pack + static_cast<long>(ir) * kc;
           const int h = min_int(kMR, mc - ir);
-          const float* src = a + p0 * lda + (i0 + ir);
-          for (int kk = 0; kk < kc; ++kk, src += lda)
-            _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR), _mm512_maskz_loadu_ps(lanes(h), src));
+          if (a_by_k) {
+            const float* src = a + p0 * lda + (i0 + ir);
+            for (int kk = 0; kk < kc; ++kk, src += lda)
+              _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR),
+                                    _mm512_maskz_loadu_ps(lanes(h), src));
+          } else {
+            for (int r = 0; r < kMR; ++r)
+              for (int kk = 0; kk < kc; ++kk)
+                dst[kk * kMR + r] = r < h ? a[(i0 + ir + r) * lda + p0 + kk] : 0.0f;
+          }
         }
         for (int jr = 0; jr < nc; jr += kNR)
           for (int ir = 0; ir < mc; ir += kMR)
             micro_packed<kMR, kNV>(kc, ws.a_pack + static_cast<long>(ir) * kc,
                                    ws.b_pack + static_cast<long>(jr) * kc,
-                                   c + (i0 + ir) * ldc + j0 + jr, ldc, add, stream,
+                                   c + (i0 + ir) * ldc + j0 + jr, ldc, write, stream,
                                    min_int(kMR, mc - ir), min_int(kNR, nc - jr));
       }
     }
@@ -156,12 +192,16 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, const 
 // 8 x 48 tiles loaded, advanced by the block's kStreamKB rows and stored back. A is packed
 // once, transposed into panels of kMR rows.
 //
-// The packed driver above packs B block by block in column panels: for dx that is a 4 MB
-// copy of W read across rows 4 KiB apart, which loses once W is out of cache. Reading W in
+// The packed driver above packs B block by block in column panels: for a dx that fits the
+// tile that is a 4 MB copy of W read across rows 4 KiB apart, which loses once W is out of
+// cache (a wider dx, whose C no tile holds, goes to it: level with OpenBLAS there). Reading W in
 // place but column panel by column panel (C's tile in L1) wins warm and not in training:
 // there W comes from memory, and only an order the prefetchers and the block-ahead prefetch
 // can follow keeps the FMAs fed (bench/README-gemm.md, "dx = dy·W on a driver that streams W").
 constexpr int kStreamKB = 64;
+// The most elements of C the B-streaming driver's scratch tile holds in L2 (512 KB): a wider
+// C without accumulation goes to the packed driver, which gives the same bits.
+constexpr long kMaxStreamedC = 128 * 1024;
 
 // The cache lines of the next block of B to prefetch: `rows` rows of `cols` floats, ld apart.
 // One run of lines when the rows are contiguous (ld = cols); else each row's lines, one line
@@ -281,7 +321,7 @@ RT_AVX512 void micro_rows(int K, const float* w, long ldw, const float* xp, floa
   // beyond W: a prefetch never faults.)
   const float* next = w + MR * ldw;
   tile_product<MR, NV>(
-      K, [w, ldw](int r, int k) { return w[r * ldw + k]; }, xp, acc,
+      K, [w, ldw](int r, int k) { return w[r * ldw + k]; }, xp, acc, TileStart{},
       [next, ldw](int k) {
         if ((k & 15) == 0)
 #pragma GCC unroll 16
@@ -391,8 +431,14 @@ WorkspaceSize workspace_size(Op op, int m, int n, int k) {
   switch (op) {
     case Op::kABt:
       return {static_cast<std::size_t>(k) * kRowsNR, 0, static_cast<std::size_t>(n) * kRowsNR};
-    case Op::kAB:
-      return {panels * kMR * static_cast<std::size_t>(k), 0, panels * kMR * jpanels * kNR};
+    case Op::kAB: {  // the B-streaming driver's, and for a wide C the packed driver's too
+      const WorkspaceSize streamed{panels * kMR * static_cast<std::size_t>(k), 0,
+                                   panels * kMR * jpanels * kNR};
+      if (static_cast<long>(m) * n <= kMaxStreamedC) return streamed;
+      const std::size_t packed_a = std::size_t(kKC) * kMC;
+      return {streamed.a_pack > packed_a ? streamed.a_pack : packed_a, std::size_t(kKC) * kNC,
+              streamed.tile};
+    }
     case Op::kAtB:
       break;
   }
@@ -403,10 +449,13 @@ void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, 
           bool accumulate, const Workspace& ws) {
   switch (op) {
     case Op::kAB:  // A (m x k) row-major
-      gemm_streamed(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);
+      if (!accumulate && static_cast<long>(m) * n > kMaxStreamedC)
+        gemm_packed(m, n, k, a, ld.a, false, b, ld.b, c, ld.c, false, ws);
+      else
+        gemm_streamed(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);
       break;
     case Op::kAtB:  // A stored (k x m)
-      gemm_packed(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);
+      gemm_packed(m, n, k, a, ld.a, true, b, ld.b, c, ld.c, accumulate, ws);
       break;
     case Op::kABt:
       gemm_abt(m, n, k, a, ld.a, b, ld.b, c, ld.c, accumulate, ws);

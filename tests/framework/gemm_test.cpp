@@ -151,6 +151,29 @@ TEST_CASE("own kernels: the sum over k does not depend on the other sizes", "[ge
   }
 }
 
+TEST_CASE("own kernels: a wide A·B has the bits of its narrow column blocks", "[gemm]") {
+  // On AVX-512 an A·B whose C is too large for the B-streaming driver's tile runs on the
+  // packed driver, which continues each element's running sum over its k blocks; a thread's
+  // column block narrow enough for the tile runs on the streaming driver. Both must give
+  // the same bits (the thread count may not change a bit), and the right sums: 300 deep is
+  // three k blocks of the packed driver.
+  std::mt19937 rng(14);
+  const int m = 100, n = 3000, k = 300, width = 960;  // 100 x 960 fits the tile
+  const Product p = random_product(Op::kAB, m, n, k, rng);
+  const std::vector<float> whole = run_own(Op::kAB, m, n, k, p, false);
+  REQUIRE(worst_error(whole, reference(Op::kAB, m, n, k, p, false), k) < 1e-6);
+  std::vector<float> blocks(whole.size());
+  for (int j0 = 0; j0 < n; j0 += width) {
+    const int w = std::min(width, n - j0);
+    const blas::own::WorkspaceSize size = blas::own::workspace_size(Op::kAB, m, w, k);
+    std::vector<float> a_pack(size.a_pack), b_pack(size.b_pack), tile(size.tile);
+    blas::own::gemm(Op::kAB, m, w, k, p.a.data(), p.b.data() + j0, blocks.data() + j0, {k, n, n},
+                    false, {a_pack.data(), b_pack.data(), tile.data()});
+  }
+  const bool same_bits = blocks == whole;
+  REQUIRE(same_bits);
+}
+
 TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others to OpenBLAS",
           "[gemm]") {
   KernelsGuard guard;
@@ -170,7 +193,9 @@ TEST_CASE("blas::gemm sends a Linear layer's products to the own kernels, others
       // dx up to 128 x 1024 floats (the B-streaming driver's tile): own; above, OpenBLAS.
       {Op::kAB, Trans::kNo, Trans::kNo, 128, 1024, 1024, true},
       {Op::kAB, Trans::kNo, Trans::kNo, 192, 1024, 1024, false},
-      {Op::kAB, Trans::kNo, Trans::kNo, 64, 3136, 1024, false},
+      // A wider dx: on AVX-512 the packed driver up to 128 samples; on AVX2 OpenBLAS.
+      {Op::kAB, Trans::kNo, Trans::kNo, 64, 3136, 1024, avx512},
+      {Op::kAB, Trans::kNo, Trans::kNo, 192, 3136, 1024, false},
       // dW = dyᵀ·x at 128 samples: own.
       {Op::kAtB, Trans::kYes, Trans::kNo, 1024, 784, 128, true},
       // Above 128 samples OpenBLAS was measured faster for dW (blas.cpp): dW at 200. y = x·Wᵀ
