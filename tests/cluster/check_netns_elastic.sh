@@ -56,7 +56,20 @@ reference() {  # RUN RANKS ARGS...: an uninterrupted run across the hosts, under
   /usr/bin/python3 "$supervise" --max-restarts 0 --finalize-grace 1 -- "$RT_MPIEXEC" -n "$n" \
     "$ringtrain" "$@" --run-dir "$run" >"$run.log" 2>&1
 }
+hosts_answer() {  # until every host runs a probe as the supervisor's does (30 s at most): a
+  # supervisor started while a host still comes up would start without it, and the case's
+  # checks assume it starts on all of them
+  local host
+  for host in ${RT_HOSTS//,/ }; do
+    for _ in $(seq 300); do
+      "$RT_LAUNCH" -hosts "$host" -n 1 true >/dev/null 2>&1 && continue 2
+      sleep 0.1
+    done
+    echo "host $host answered no probe within 30 s" >>inner.log; return 1
+  done
+}
 if ((inner)); then
+  hosts_answer || exit 1
   case $case in
     shrink)
       reference ref3 3 "${train[@]}" "${exact[@]}"
