@@ -301,7 +301,6 @@ ScopedThreads::~ScopedThreads() {
 bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
   constexpr int kMaxBatchAtB = 128, kMaxBatchABt = 256, kMinFeatures = 64;
   constexpr int kSmallBatch = 8, kSmallAtB = 32, kMaxSmallAtBColumns = 1024;
-  constexpr long kMaxStreamedC = 128 * 1024;  // A·B: elements of C the scratch tile holds
   const bool avx512 = own::isa() == own::Isa::kAvx512;
   const int min_batch = avx512 ? kSmallBatch : 48;
   if (trans_a == Trans::kYes && trans_b == Trans::kYes) return false;
@@ -310,7 +309,8 @@ bool own_kernels_take(Trans trans_a, Trans trans_b, int m, int n, int k) {
     return k >= min_atb && k <= kMaxBatchAtB && m >= kMinFeatures && n >= kMinFeatures;
   }
   if (trans_b == Trans::kNo)  // A·B: the batch is m
-    return m >= min_batch && (long(m) * n <= kMaxStreamedC || (avx512 && m <= kMaxBatchAtB)) &&
+    return m >= min_batch &&
+           (long(m) * n <= blas::avx512::kMaxStreamedC || (avx512 && m <= kMaxBatchAtB)) &&
            n >= kMinFeatures && k >= kMinFeatures;
   return m >= min_batch && m <= kMaxBatchABt && n >= kMinFeatures && k >= kMinFeatures;
 }

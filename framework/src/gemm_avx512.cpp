@@ -199,9 +199,6 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, bool a
 // there W comes from memory, and only an order the prefetchers and the block-ahead prefetch
 // can follow keeps the FMAs fed (bench/README-gemm.md, "dx = dy·W on a driver that streams W").
 constexpr int kStreamKB = 64;
-// The most elements of C the B-streaming driver's scratch tile holds in L2 (512 KB): a wider
-// C without accumulation goes to the packed driver, which gives the same bits.
-constexpr long kMaxStreamedC = 128 * 1024;
 
 // The cache lines of the next block of B to prefetch: `rows` rows of `cols` floats, ld apart.
 // One run of lines when the rows are contiguous (ld = cols); else each row's lines, one line

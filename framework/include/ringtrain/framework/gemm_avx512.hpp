@@ -16,6 +16,11 @@ enum class Op {
   kABt,  // C = A · Bᵀ   A (m x k), B stored (n x k)
 };
 
+// The most elements of C (m · n) the B-streaming driver of A·B keeps in its scratch tile (in
+// L2): a wider C goes to the packed driver, with the same bits (gemm_avx512.cpp), and the
+// routing rule gives OpenBLAS a wider dx on AVX2 (blas.cpp: own_kernels_take).
+inline constexpr long kMaxStreamedC = 128 * 1024;
+
 // Scratch the caller provides (floats), at least workspace_size() of each.
 struct Workspace {
   float* a_pack;
@@ -37,7 +42,7 @@ struct Strides {
 // over k in the same order whatever the other sizes (k in blocks of 64 or 128, in order), so
 // a block of C computed on its own has the bits it has in the whole product: blas::gemm
 // splits C over threads that way.
-void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c,
-          const Strides& ld, bool accumulate, const Workspace& ws);
+void gemm(Op op, int m, int n, int k, const float* a, const float* b, float* c, const Strides& ld,
+          bool accumulate, const Workspace& ws);
 
 }  // namespace ringtrain::blas::avx512
