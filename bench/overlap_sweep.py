@@ -8,7 +8,10 @@ order that rotates from round to round:
 
   mpiexec.mpich -n N ringtrain train --model M --steps S --no-eval --quiet --blas-threads 1
       --global-batch 128 --lr 0.01 --log-every S/4 --trace-steps T --run-dir <tmp>
-      --bucket-bytes C --overlap on|off            (C = "default": no --bucket-bytes)
+      --bucket-bytes C --overlap on|off --zero 0   (C = "default": no --bucket-bytes)
+
+(--zero 0: the model below is one allreduce per bucket and every rank's whole update; the
+default from 2 ranks on, ZeRO-1, splits each ring around the shard's update.)
 
 Figures (medians over rounds) come from metrics.jsonl, windows after the first (cold) one,
 rank 0 (and the largest exposed share over ranks): step_s (measured per step), comm_s (sum of the step's collective
@@ -189,7 +192,7 @@ def run_once(args, model, n, cap, overlap, rnd):
            str(steps), "--no-eval", "--quiet", "--blas-threads", "1", "--global-batch", "128",
            "--lr", "0.01", "--log-every", str(max(1, steps // 4)), "--trace-steps",
            str(args.trace_steps), "--run-dir", run_dir, "--overlap", overlap, "--ring-driver",
-           args.ring_driver] + (["--bucket-bytes", str(cap)] if cap else []) + args.extra.split()
+           args.ring_driver, "--zero", "0"] + (["--bucket-bytes", str(cap)] if cap else []) + args.extra.split()
     try:
         manifest, records = dp_speed.run_ringtrain(args, cmd, run_dir)
         windows = [w for w in records if "step_s" in w][1:]  # leave out the cold first window

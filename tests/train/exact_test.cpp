@@ -254,8 +254,9 @@ void check_zero_bitwise(OptimizerKind optimizer) {
     INFO(fmt::format("{}, N = {}, local batches '{}'", name_of(optimizer), n, split));
     TrainConfig unsharded = config;
     unsharded.local_batches = split;
+    unsharded.zero = ZeroChoice::kOff;
     TrainConfig sharded = unsharded;
-    sharded.zero = 1;
+    sharded.zero = ZeroChoice::kOn;
     const Finished plain = train_and_read(unsharded, MPI_COMM_WORLD);
     const Finished zero = train_and_read(sharded, MPI_COMM_WORLD);
     REQUIRE(all_ranks(bitwise_equal(zero.run.parameters, reference.run.parameters)));

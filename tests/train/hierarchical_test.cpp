@@ -166,7 +166,7 @@ TEST_CASE("cnn-bn with SyncBatchNorm: hierarchical equals the flat ring within 1
 TEST_CASE("hierarchical: --zero 1 is allowed (mpi's is not), a stray --ranks-per-host refused") {
   TrainConfig config = hierarchical(mlp_config(), 2);
   CHECK_NOTHROW(config.validate(world_size()));
-  config.zero = 1;
+  config.zero = ZeroChoice::kOn;
   CHECK_NOTHROW(config.validate(world_size()));
   config.collective = CollectiveKind::kMpi;
   config.ranks_per_host = 0;

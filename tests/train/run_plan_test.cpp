@@ -123,7 +123,7 @@ TEST_CASE("the step: its plan, the bucket cap, the reducer's options") {
   c.steps = 30;
   c.seed = 9;
   c.overlap = Overlap::kAlternate;
-  c.zero = 1;
+  c.zero = ZeroChoice::kOn;
   c.wire = collectives::Wire::kBf16;
   c.collective = CollectiveKind::kHierarchical;
   c.segments_in_flight = 5;
@@ -167,6 +167,35 @@ TEST_CASE("the step: its plan, the bucket cap, the reducer's options") {
   setup = plan_step(c, run, world, *model);
   CHECK(setup.bucket_choice.cap_bytes == model->parameters().num_elements() * sizeof(float));
   CHECK_FALSE(setup.reducer.overlap);
+}
+
+TEST_CASE("ZeRO-1 by default (--zero auto) from 2 ranks on, where the sum has halves") {
+  TrainConfig c;
+  CHECK(c.zero == ZeroChoice::kAuto);  // the default
+  CHECK_FALSE(shards_optimizer_state(c, 1));
+  CHECK(shards_optimizer_state(c, 2));
+  CHECK(shards_optimizer_state(c, 4));
+  c.collective = CollectiveKind::kHierarchical;
+  CHECK(shards_optimizer_state(c, 3));
+  c.collective = CollectiveKind::kMpi;  // MPI_Allreduce leaves no rank a half to update
+  CHECK_FALSE(shards_optimizer_state(c, 2));
+  CHECK_NOTHROW(c.validate(2));
+  c.zero = ZeroChoice::kOn;
+  CHECK_THROWS_AS(c.validate(2), UsageError);
+  c.collective = CollectiveKind::kRing;
+  CHECK(shards_optimizer_state(c, 1));  // as asked, even where one rank holds every shard
+  c.zero = ZeroChoice::kOff;
+  CHECK_FALSE(shards_optimizer_state(c, 4));
+
+  // The step's reducer takes the decision, and the flag's words parse.
+  const WorldFacts world = world_of(2, 2, 8);
+  c.zero = parse_choice<ZeroChoice>("auto", "--zero");
+  const RunPlan run = plan_run(c, kFashion, world);
+  auto model = small_model(64, false, run.model_rows);
+  CHECK(plan_step(c, run, world, *model).reducer.zero);
+  c.zero = parse_choice<ZeroChoice>("0", "--zero");
+  CHECK_FALSE(plan_step(c, run, world, *model).reducer.zero);
+  CHECK_THROWS_AS(parse_choice<ZeroChoice>("2", "--zero"), UsageError);
 }
 
 TEST_CASE("the trace's reservation grows with the layers, and for exact with the micro-batches") {

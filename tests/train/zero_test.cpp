@@ -74,6 +74,7 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
   for (const std::string optimizer : {"sgd", "adamw"})
     for (const std::size_t bucket_bytes : {std::size_t{1} << 20, std::size_t{4096}}) {
       TrainConfig config = zero_config(optimizer, bucket_bytes);
+      config.zero = ZeroChoice::kOff;
       const ZeroRun plain = run(config);
       // Rank 0 read the files; the others check only the parameters they hold.
       const bool leader = world_rank() == 0;
@@ -82,7 +83,7 @@ TEST_CASE("--zero 1 gives bitwise the parameters of --zero 0 after every step") 
       for (std::size_t i = 1; i < plain.hashes.size(); ++i)
         distinct = distinct && plain.hashes[i] != plain.hashes[i - 1];
       REQUIRE(all_ranks(!leader || (plain.hashes.size() == 6 && distinct)));
-      config.zero = 1;
+      config.zero = ZeroChoice::kOn;
       struct Variant {
         const char* overlap;
         const char* progress;
@@ -126,10 +127,11 @@ TEST_CASE("hierarchical --zero 1 gives bitwise the parameters of hierarchical --
       TrainConfig config = zero_config(optimizer, 4096);
       config.collective = CollectiveKind::kHierarchical;
       config.ranks_per_host = K;
+      config.zero = ZeroChoice::kOff;
       const ZeroRun plain = run(config);
       const bool leader = world_rank() == 0;
       REQUIRE(all_ranks(!leader || plain.hashes.size() == 6));
-      config.zero = 1;
+      config.zero = ZeroChoice::kOn;
       for (const char* overlap : {"on", "off"}) {
         config.overlap = parse_choice<Overlap>(overlap, "--overlap");
         INFO(fmt::format("{}, N = {}, --ranks-per-host {}, overlap {}", optimizer, N, K, overlap));

@@ -307,22 +307,17 @@ std::vector<TrainOption> bucket_options() {
                                   c.segments_in_flight));
                     }),
              0, 64),
-      ranged(
-          option(
-              "zero", &TrainConfig::zero,
-              "0 | 1: 1 shards the optimizer state over ranks (ZeRO-1): each rank updates its "
-              "shard of every bucket (the reduce-scatter's), the all-gather spreads the parameters",
-              [](const TrainConfig& c, int) {
-                require(c.zero == 0 || c.zero == 1,
-                        fmt::format("--zero {}: choose 0 (every rank keeps all optimizer state) "
-                                    "or 1 (ZeRO-1: each rank its shard)",
-                                    c.zero));
-                require(c.zero == 0 || c.collective != CollectiveKind::kMpi,
-                        "--zero 1 updates the shard a reduce-scatter leaves each rank, and "
-                        "MPI's allreduce runs no halves: it needs --collective ring or "
-                        "hierarchical");
-              }),
-          0, 1),
+      option("zero", &TrainConfig::zero,
+             "1 shards the optimizer state over ranks (ZeRO-1): each rank updates its shard of "
+             "every bucket (the reduce-scatter's), the all-gather spreads the parameters, "
+             "bitwise the parameters of 0; auto: 1 from 2 ranks on with --collective ring or "
+             "hierarchical, else 0",
+             [](const TrainConfig& c, int) {
+               require(c.zero != ZeroChoice::kOn || c.collective != CollectiveKind::kMpi,
+                       "--zero 1 updates the shard a reduce-scatter leaves each rank, and "
+                       "MPI's allreduce runs no halves: it needs --collective ring or "
+                       "hierarchical (or --zero auto, which is 0 there)");
+             }),
   };
 }
 

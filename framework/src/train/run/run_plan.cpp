@@ -53,7 +53,6 @@ ReducerOptions reducer_options(const TrainConfig& c, std::size_t cap_bytes, int 
   }
   o.ring.wire = c.wire;
   if (c.segments_in_flight > 0) o.overlap_segments_in_flight = c.segments_in_flight;
-  o.zero = c.zero == 1;
   return o;
 }
 
@@ -71,6 +70,18 @@ std::size_t trace_events_per_step(const TrainConfig& c, const RunPlan& run,
 }
 
 }  // namespace
+
+bool shards_optimizer_state(const TrainConfig& config, int world_size) {
+  switch (config.zero) {
+    case ZeroChoice::kOn:
+      return true;
+    case ZeroChoice::kOff:
+      return false;
+    case ZeroChoice::kAuto:
+      break;
+  }
+  return world_size > 1 && config.collective != CollectiveKind::kMpi;
+}
 
 // --reduction exact: one thread, so that a product's bits do not depend on the thread count
 // OpenBLAS would pick for this N (exact_step.hpp; options.cpp refuses more).
@@ -135,6 +146,7 @@ StepSetup plan_step(const TrainConfig& config, const RunPlan& run, const WorldFa
                             : default_bucket_choice(setup.ring_fit, world.size, grad_bytes,
                                                     config.overlap != Overlap::kOff);
   setup.reducer = reducer_options(config, setup.bucket_choice.cap_bytes, run.blas_threads);
+  setup.reducer.zero = shards_optimizer_state(config, world.size);
   const BucketPlan buckets(model.parameters().entries(), setup.reducer.cap_bytes);
   setup.buckets = buckets.buckets();
   for (std::size_t b = 0; b < buckets.size(); ++b)

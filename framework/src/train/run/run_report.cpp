@@ -235,10 +235,11 @@ nlohmann::json make_manifest(const RunFacts& f) {
   if (f.hosts > 0) m["hosts"] = f.hosts;  // as the hierarchical allreduce groups the ranks
   m["optimizer"] = f.optimizer;
   m["optimizer_state"] = {
-      {"zero", c.zero},
+      {"zero", f.setup->reducer.zero ? 1 : 0},
+      {"zero_choice", name_of(c.zero)},
       {"bytes_per_rank", f.state_bytes.per_rank},
       {"unsharded_bytes", f.state_bytes.unsharded},
-      {"layout", c.zero != 1 ? "every rank keeps the state of every parameter"
+      {"layout", !f.setup->reducer.zero ? "every rank keeps the state of every parameter"
                  : c.collective == CollectiveKind::kHierarchical
                      ? "ZeRO-1: each rank keeps state for the shard of every gradient bucket "
                        "that the hierarchical reduce-scatter leaves it (hierarchical_shard; "
@@ -401,10 +402,12 @@ std::vector<std::string> banner_lines(const RunFacts& f) {
   if (f.model->has_batch_norm()) lines.push_back("  batch norm statistics: " + bn_statistics(f));
   lines.push_back(
       fmt::format("  optimizer {}, {}", f.optimizer, c.describe_schedule(f.run->total_steps)));
-  lines.push_back(fmt::format(
-      "  optimizer state: {} bytes per rank (--zero {}{}; unsharded {} bytes)",
-      fmt::join(f.state_bytes.per_rank, " / "), c.zero,
-      c.zero == 1 ? ": each rank its shard of every bucket" : "", f.state_bytes.unsharded));
+  lines.push_back(
+      fmt::format("  optimizer state: {} bytes per rank (--zero {}{}{}; unsharded {} bytes)",
+                  fmt::join(f.state_bytes.per_rank, " / "), f.setup->reducer.zero ? 1 : 0,
+                  c.zero == ZeroChoice::kAuto ? " by auto" : "",
+                  f.setup->reducer.zero ? ": each rank its shard of every bucket" : "",
+                  f.state_bytes.unsharded));
   if (f.world.size > 1)
     lines.push_back(
         fmt::format("  gradient buckets: {} of at most {} bytes ({}); overlap {}, ring driver {}{}",

@@ -74,7 +74,9 @@ struct TrainConfig {
   std::size_t segments_in_flight = 0;  // overlapping rings' window; 0: the reducer's default
   std::string cost_model;              // JSON of `ringtrain bench allreduce --json` for the default
   std::uint64_t trace_steps = 20;      // steps recorded in trace.json; 0: no trace
-  int zero = 0;  // 1: ZeRO-1, optimizer state sharded over ranks (optimizer_shard.hpp)
+  // 1: ZeRO-1, optimizer state sharded over ranks (optimizer_shard.hpp); auto: 1 wherever the
+  // collective has halves to update (shards_optimizer_state in run_plan.hpp)
+  ZeroChoice zero = ZeroChoice::kAuto;
 
   // run directory, evaluation, logging
   std::string run_dir;           // empty: runs/<model>-<timestamp>

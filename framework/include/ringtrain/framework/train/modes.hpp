@@ -41,6 +41,8 @@ enum class GemmChoice { kAuto, kOpenblas, kOwn };          // blas.hpp resolves 
 enum class CollectiveKind { kRing, kMpi, kHierarchical };  // ring, MPI_Allreduce, two-level
 enum class Overlap { kOn, kOff, kAlternate };  // alternate: on in even steps, off in odd
 enum class OnOff { kOn, kOff };
+// --zero: auto shards the optimizer state wherever the ring's halves exist (run_plan.hpp)
+enum class ZeroChoice { kAuto, kOff, kOn };
 // --zero-gather: where a ZeRO-1 save's shards reach rank 0 (checkpointer.hpp)
 enum class ZeroGather { kSnapshot, kWriter };
 // auto: from y's dtype (integer labels: cross-entropy, float32 targets: mse); loss.hpp
@@ -115,6 +117,10 @@ template <> struct ModeTable<LossChoice> {
 };
 template <> struct ModeTable<OnOff> {
   static constexpr Choice<OnOff> kChoices[] = {{OnOff::kOn, "on"}, {OnOff::kOff, "off"}};
+};
+template <> struct ModeTable<ZeroChoice> {
+  static constexpr Choice<ZeroChoice> kChoices[] = {
+      {ZeroChoice::kAuto, "auto"}, {ZeroChoice::kOff, "0"}, {ZeroChoice::kOn, "1"}};
 };
 template <> struct ModeTable<ZeroGather> {
   static constexpr Choice<ZeroGather> kChoices[] = {

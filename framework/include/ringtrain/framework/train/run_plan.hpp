@@ -80,6 +80,12 @@ struct RunPlan {
   OptimizerConfig optimizer;
   SavePolicyOptions saves;
 };
+// --zero: whether each rank keeps the optimizer state of its shard only (ZeRO-1). auto shards
+// from 2 ranks on wherever the collective leaves each rank a half of the sum to update (ring,
+// hierarchical; not MPI's allreduce): the parameters are bitwise those of unsharded state, the
+// update is 1/N of the work and the state 1/N of the memory (bench/README-zero.md).
+bool shards_optimizer_state(const TrainConfig& config, int world_size);
+
 // Throws UsageError for --local-batches that do not fit the world or the global batch, and
 // for a global batch larger than the data.
 RunPlan plan_run(const TrainConfig& config, const DataFacts& data, const WorldFacts& world);
