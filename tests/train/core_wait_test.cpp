@@ -144,6 +144,7 @@ TEST_CASE("core wait: a rank that stands out is named, and the split is held", "
   const std::optional<CoreWaitNotice> notice = core_wait_notice(shares);
   REQUIRE(notice);
   CHECK(notice->hold);
+  CHECK(notice->rank == 1);
   CHECK_THAT(notice->line,
              Catch::Matchers::StartsWith("rank 1 waits for its core 48 % of the time, rank 0 1 %"));
   // Two of three high and one low: the highest is named.
@@ -175,12 +176,33 @@ TEST_CASE("core wait: every rank waiting alike is oversubscription, and the spli
   const std::optional<CoreWaitNotice> above = core_wait_notice(std::vector<double>{0.3, 0.3, 0.55});
   REQUIRE(above);
   CHECK(above->hold);
+  CHECK(above->rank == 2);
   CHECK_THAT(above->line, Catch::Matchers::StartsWith("rank 2 waits for its core 55 %"));
   // One rank alone (or one known) waiting: it is every rank.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::optional<CoreWaitNotice> one = core_wait_notice(std::vector<double>{nan, 0.4});
   REQUIRE(one);
   CHECK_FALSE(one->hold);
+}
+
+TEST_CASE("core wait: the split is held for a rank that stands out two windows in a row",
+          "[core_wait]") {
+  // Windows of three ranks on two cores: the shares swing, one rank stands out now and then.
+  CoreWaitHold hold;
+  CHECK_FALSE(hold.persists(2));  // first window: by chance, perhaps
+  CHECK(hold.persists(2));        // again: held
+  CHECK(hold.persists(2));
+  CHECK_FALSE(hold.persists(0));  // another rank: not the same absence
+  CHECK_FALSE(hold.persists(std::nullopt));
+  CHECK_FALSE(hold.persists(0));  // a window between them without one: starts over
+  CHECK(hold.last() == std::optional<std::size_t>(0));
+  // Restored from a checkpoint: the window before the save counts.
+  CoreWaitHold resumed;
+  resumed.restore(hold.last());
+  CHECK(resumed.persists(0));
+  CoreWaitHold fresh;
+  fresh.restore(std::nullopt);
+  CHECK_FALSE(fresh.persists(0));
 }
 
 TEST_CASE("core wait: ranks that wait little, or unknown, give no notice", "[core_wait]") {

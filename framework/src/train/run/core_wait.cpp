@@ -116,7 +116,7 @@ std::optional<CoreWaitNotice> core_wait_notice(std::span<const double> shares, d
                     "else runs there (another process, or more threads than cores); samples are "
                     "not moved away from it for that",
                     most, 100.0 * shares[most], least, 100.0 * shares[least]),
-        true};
+        true, most};
   if (shares[least] >= threshold)
     return CoreWaitNotice{
         fmt::format("every rank waits for a core about {:.0f} % of the time: more ranks (or "

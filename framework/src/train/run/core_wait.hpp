@@ -61,6 +61,7 @@ inline constexpr double kCoreWaitNotice = 0.2;
 struct CoreWaitNotice {
   std::string line;
   bool hold = false;
+  std::size_t rank = 0;  // with hold: the rank that stands out
 };
 
 // The diagnostic for the ranks' shares (one per rank, NaN where unknown; the unknown ones are
@@ -68,12 +69,33 @@ struct CoreWaitNotice {
 //   - a rank stands out: the share of the rank that waits most exceeds the least share by
 //     `threshold` or more. That rank is absent more than the others (something else runs on its
 //     core), which moving samples does not help: the line names it, e.g. "rank 1 waits for its
-//     core 48 % of the time, rank 0 1 %: ...", and the split is held.
+//     core 48 % of the time, rank 0 1 %: ...", and the split is held (once the same rank
+//     stands out in two windows in a row: CoreWaitHold).
 //   - every rank waits: the least share is at least `threshold` and none stands out (more ranks
 //     or threads than cores, every rank absent alike). The speeds, net of the wait, still
 //     compare, so the split is not held; the line says so.
 // nullopt when neither holds.
 std::optional<CoreWaitNotice> core_wait_notice(std::span<const double> shares,
                                                double threshold = kCoreWaitNotice);
+
+// When ranks outnumber cores the shares swing from window to window, and any rank may stand
+// out in one of them by chance. The split is held only for a rank that stands out in two
+// windows in a row; this remembers the window before.
+class CoreWaitHold {
+ public:
+  // This window's rank that stands out (nullopt: none). True if the same rank stood out in
+  // the window before.
+  bool persists(std::optional<std::size_t> standing_out) {
+    const bool again = standing_out && standing_out == last_;
+    last_ = standing_out;
+    return again;
+  }
+  // The window before's rank, as the checkpoint's split plan holds it.
+  std::optional<std::size_t> last() const { return last_; }
+  void restore(std::optional<std::size_t> last) { last_ = last; }
+
+ private:
+  std::optional<std::size_t> last_;
+};
 
 }  // namespace ringtrain

@@ -12,7 +12,6 @@
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/agreed.hpp"
 #include "ringtrain/framework/error.hpp"
-#include "train/run/core_wait.hpp"
 #include "train/run/rebalance_record.hpp"
 
 namespace ringtrain {
@@ -101,7 +100,10 @@ void SplitPlanner::end_window(std::uint64_t done) {
   smoother_.add_window(totals.windows);
   window_.reset();
   window_step_s_ = 0.0;
-  if (const std::optional<CoreWaitNotice> notice = core_wait_notice(shares)) {
+  const std::optional<CoreWaitNotice> notice = core_wait_notice(shares);
+  const bool again = hold_.persists(notice && notice->hold ? std::optional(notice->rank)
+                                                           : std::optional<std::size_t>());
+  if (notice && (!notice->hold || again)) {
     const bool hold = notice->hold && faults_.hold_split_for_core_wait();
     bool& said = notice->hold ? noticed_absent_ : noticed_everyone_;
     if (!said)
@@ -151,7 +153,12 @@ void SplitPlanner::decide(std::uint64_t done, double comm_s) {
 }
 
 void SplitPlanner::write_plan_text() {
-  plan_text_ = nlohmann::json{{"split", request_.current}, {"speeds", smoother_.speeds()}}.dump();
+  const std::optional<std::size_t> standing_out = hold_.last();
+  plan_text_ = nlohmann::json{{"split", request_.current},
+                              {"speeds", smoother_.speeds()},
+                              {"standing_out",
+                               standing_out ? nlohmann::json(*standing_out) : nlohmann::json()}}
+                   .dump();
 }
 
 // Untrusted text: anything but N valid entries restarts that part of the plan.
@@ -179,6 +186,11 @@ std::string SplitPlanner::resume() {
   for (std::size_t r = 0; !speeds.is_null() && r < ranks; ++r)
     if (speeds[r].is_number()) known[r] = speeds[r].get<double>();
   smoother_.restore(known);
+  const bool standing_out_ok = plan.is_object() && plan.contains("standing_out") &&
+                               plan["standing_out"].is_number_unsigned() &&
+                               plan["standing_out"].get<std::size_t>() < ranks;
+  hold_.restore(standing_out_ok ? std::optional(plan["standing_out"].get<std::size_t>())
+                                : std::nullopt);
   write_plan_text();
   if (split_ok)
     return fmt::format("the split plan continues: local batches {} (speeds {})",

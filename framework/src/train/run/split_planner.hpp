@@ -35,6 +35,7 @@
 #include "ringtrain/framework/train/config.hpp"
 #include "ringtrain/framework/train/fault_injector.hpp"
 #include "ringtrain/framework/train/run_directory.hpp"
+#include "train/run/core_wait.hpp"
 #include "train/run/step_account.hpp"
 #include "train/step/batch_split.hpp"
 #include "train/step/rebalance_window.hpp"
@@ -62,13 +63,15 @@ class SplitPlanner {
   const std::vector<std::size_t>& split() const { return request_.current; }
   const std::vector<double>& speeds() const { return smoother_.speeds(); }
   // The plan as the checkpoint holds it (TrainingState::split_plan): JSON text
-  // {"split": [...], "speeds": [...]}, the speeds' doubles exactly. Kept current at each
-  // window's end; a resume writes the saved text here.
+  // {"split": [...], "speeds": [...], "standing_out": r or null}, the speeds' doubles exactly
+  // (standing_out: the rank whose core wait stood out in the last window). Kept current at
+  // each window's end; a resume writes the saved text here.
   std::string* plan_text() { return &plan_text_; }
   // Continues the plan in plan_text() after a resume: the saved split if it is valid for this
   // run (N entries summing to B, multiples of m, within the floors and the cap), else the
   // first split; the speeds if there are N (non-finite or negative ones unknown), else none
-  // known. Returns the line that says which.
+  // known; the rank that stood out if it is one of the N, else none. Returns the line that
+  // says which.
   std::string resume();
 
   // Rank 0's run directory, once it is open (the records go there).
@@ -101,6 +104,7 @@ class SplitPlanner {
   // The re-split whose measurement is due at the next window's end.
   std::optional<std::uint64_t> measured_since_;
   double predicted_step_s_ = 0.0;
+  CoreWaitHold hold_;  // the rank that stood out in the window before
   // The core-wait lines printed: a rank that stands out, every rank waiting.
   bool noticed_absent_ = false;
   bool noticed_everyone_ = false;
