@@ -452,17 +452,34 @@ void GridSum::round_into(std::span<const int> grids, std::size_t from, std::size
   }
 }
 
-bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
+bool GridSum::round_own_chunk(const Communicator& comm, std::span<float> out) {
   std::vector<int> grids;
-  if (!agree(comm, sum, sum.facts(out.size()), out, grids)) return false;
-  sum.convert(grids);
+  if (!agree(comm, *this, facts(out.size()), out, grids)) return false;
+  convert(grids);
   // Each piece of this rank's chunk, once summed: rounded, block by block.
   const auto round_piece = [&](std::size_t from, std::size_t count) {
-    sum.round_into(grids, from, count, out);
+    round_into(grids, from, count, out);
   };
-  reduce_scatter_words(comm, sum.words_, sum.scratch_words_, round_piece);
+  reduce_scatter_words(comm, words_, scratch_words_, round_piece);
+  return true;
+}
+
+bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
+  if (!sum.round_own_chunk(comm, out)) return false;
   if (comm.size() > 1) all_gather(comm, out);
   return true;
+}
+
+bool reduce_scatter_grid(const Communicator& comm, GridSum& sum, std::span<float> out) {
+  if (!sum.round_own_chunk(comm, out)) return false;
+  const std::size_t N = std::size_t(comm.size()), r = std::size_t(comm.rank());
+  const std::span<const float> mine =
+      out.subspan(chunk_begin(out.size(), N, r), chunk_size(out.size(), N, r));
+  const bool finite =
+      std::all_of(mine.begin(), mine.end(), [](float x) { return std::isfinite(x); });
+  double not_finite = finite ? 0.0 : 1.0;  // the largest over ranks: 1 if any chunk had Inf
+  allreduce_max(comm, std::span(&not_finite, 1));
+  return not_finite == 0.0;
 }
 
 bool round_exchanged_grid(const Communicator& comm, GridSum& sum, GridExchange& exchange,

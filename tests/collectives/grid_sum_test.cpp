@@ -24,6 +24,7 @@
 
 #include "mpi_test.hpp"
 #include "ringtrain/collectives/grid_exchange.hpp"
+#include "ringtrain/collectives/schedule.hpp"
 
 using namespace ringtrain::collectives;
 using ringtrain::testing::Facts;
@@ -324,6 +325,56 @@ TEST_CASE("allreduce_grid: a NaN or Inf on one rank makes every rank's sum NaN")
   sum.add(term);
   if (me == 0) sum.mark_non_finite();
   facts.check(!allreduce_grid(comm, sum, out), "mark_non_finite on rank 0 was not seen");
+  REQUIRE_ALL_RANKS(facts);
+}
+
+// reduce_scatter_grid: this rank's chunk holds allreduce_grid's bits, the rest of the output
+// is not touched; a sum that rounds to Inf in one rank's chunk only is not finite on every
+// rank, as is a NaN term.
+TEST_CASE("reduce_scatter_grid: the rank's chunk of allreduce_grid, and one verdict on finite") {
+  Facts facts;
+  const Communicator comm;
+  const std::size_t N = std::size_t(comm.size()), me = std::size_t(comm.rank());
+  const Terms terms = make_terms(13, 7);
+  GridSum sum(kSizes);
+  std::vector<std::size_t> mine;
+  for (std::size_t t = me; t < terms.size(); t += N) mine.push_back(t);
+  std::vector<float> whole;
+  facts.check(grid_sum(comm, sum, terms, mine, whole), "finite terms gave a non-finite sum");
+  const float untouched = 12345.0f;
+  std::vector<float> chunk(sum.size(), untouched);
+  facts.check(reduce_scatter_grid(comm, sum, chunk), "finite terms gave a non-finite sum");
+  const std::size_t begin = chunk_begin(sum.size(), N, me),
+                    end = begin + chunk_size(sum.size(), N, me);
+  for (std::size_t i = 0; i < sum.size(); ++i) {
+    const bool in_chunk = i >= begin && i < end;
+    const float expected = in_chunk ? whole[i] : untouched;
+    if (std::bit_cast<std::uint32_t>(chunk[i]) != std::bit_cast<std::uint32_t>(expected)) {
+      facts.check(false, "element " + std::to_string(i) + (in_chunk ? " of" : " outside") +
+                             " the chunk differs");
+      break;
+    }
+  }
+  // Element i of N elements (a block each, so each its own grid) lies in rank i's chunk.
+  // FLT_MAX twice in the last rank's element overflows there alone; the other ranks' chunks
+  // are finite.
+  const std::vector<std::size_t> blocks(N, 1);
+  GridSum overflow(blocks);
+  for (int t = 0; t < 2; ++t) {
+    std::vector<float> term(N, 1.0f);
+    term[N - 1] = FLT_MAX;
+    if (std::size_t(t) % N == me) overflow.add(term);
+  }
+  std::vector<float> out(N, 0.0f);
+  facts.check(!reduce_scatter_grid(comm, overflow, out),
+              "a sum that rounds to Inf in the last rank's chunk was called finite");
+  facts.check(me == N - 1 ? std::isinf(out[me]) : out[me] == 2.0f,
+              "the chunk's value is " + std::to_string(out[me]));
+  overflow.clear();
+  std::vector<float> bad(N, 1.0f);
+  if (me == 0) bad[N - 1] = std::numeric_limits<float>::quiet_NaN();
+  overflow.add(bad);
+  facts.check(!reduce_scatter_grid(comm, overflow, out), "a NaN term gave a finite sum");
   REQUIRE_ALL_RANKS(facts);
 }
 

@@ -261,6 +261,12 @@ void check_zero_bitwise(OptimizerKind optimizer) {
     const Finished zero = train_and_read(sharded, MPI_COMM_WORLD);
     REQUIRE(all_ranks(bitwise_equal(zero.run.parameters, reference.run.parameters)));
     REQUIRE(all_ranks(bitwise_equal(zero.run.parameters, plain.run.parameters)));
+    if (n >= kOverlapFromRanks) {  // words after backward: each rank rounds only its shard
+      TrainConfig after_backward = sharded;
+      after_backward.overlap = Overlap::kOff;
+      const RunOutput own_chunk = train_on(after_backward, MPI_COMM_WORLD);
+      REQUIRE(all_ranks(bitwise_equal(own_chunk.parameters, reference.run.parameters)));
+    }
     const bool writer = world_rank() == 0;
     REQUIRE(all_ranks(!writer || sharded_state(zero.state, n)));
     REQUIRE(all_ranks(!writer || (zero.model == reference.model && zero.model == plain.model)));
@@ -270,6 +276,21 @@ void check_zero_bitwise(OptimizerKind optimizer) {
 }
 
 }  // namespace
+
+// The shard of --zero 1 on the ring is the rank's chunk of the words (one bucket), so a step
+// whose words are summed after backward rounds only it (check_zero_bitwise: the same bits).
+TEST_CASE("exact --zero 1 on the ring: each rank's shard is its chunk of the words", "[zero]") {
+  const collectives::Communicator comm;
+  auto model = models::make_model("mlp", models::ModelOptions{{24, 16}, 0.0f});
+  model->plan(models::input_shape(), 4);
+  for (const bool zero : {false, true}) {
+    ReducerOptions options;
+    options.zero = zero;
+    const ExactGradientSum sum(comm, *model, options, 4, nullptr);
+    INFO("--zero " << zero << ", N = " << comm.size());
+    CHECK(all_ranks(sum.shard_is_chunk() == (zero && comm.size() > 1)));
+  }
+}
 
 TEST_CASE("exact --zero 1, SGD (momentum): N ranks, even and uneven splits, bitwise one process",
           "[zero]") {

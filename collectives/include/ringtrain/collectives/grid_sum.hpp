@@ -148,6 +148,7 @@ class GridSum {
 
  private:
   friend bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
+  friend bool reduce_scatter_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
   friend bool round_exchanged_grid(const Communicator& comm, GridSum& sum, GridExchange& exchange,
                                    std::span<float> out);
   friend class GridExchange;  // grid_exchange.hpp: the words summed over ranks range by range
@@ -163,6 +164,9 @@ class GridSum {
   void convert(std::span<const int> grids);
   // What this rank tells the others before the words are rounded; out_size: the output's.
   GridFacts facts(std::size_t out_size) const;
+  // This rank's chunk of out <- its words summed over ranks and rounded (allreduce_grid's
+  // first half); false, with out NaN, when the ranks found a term not finite. Collective.
+  bool round_own_chunk(const Communicator& comm, std::span<float> out);
   // out[from, from + count) <- the words there rounded once, each block's on its grid.
   void round_into(std::span<const int> grids, std::size_t from, std::size_t count,
                   std::span<float> out) const;
@@ -193,5 +197,15 @@ class GridSum {
 // a ring and rounds it (schedule.hpp); the ring (ring.hpp) all-gathers the floats. `sum`
 // keeps its terms.
 bool allreduce_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
+
+// allreduce_grid without its all-gather: only this rank's chunk of out (schedule.hpp: chunk
+// `rank` of size() elements, the part the ring's reduce-scatter leaves it, as
+// reduce_scatter_shard in async.hpp gives for one bucket) receives the rounded sum, with
+// allreduce_grid's bits there; the rest of out is left as it was. For a rank that needs only
+// its own part of the sum (ZeRO-1's update of its shard). Returns true on every rank when
+// every element of the whole sum is finite: false for a non-finite term (as allreduce_grid;
+// the chunk is then NaN) and also for a sum that rounds to Inf in any rank's chunk (one small
+// allreduce agrees on it). Collective, checked as allreduce_grid.
+bool reduce_scatter_grid(const Communicator& comm, GridSum& sum, std::span<float> out);
 
 }  // namespace ringtrain::collectives

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/collectives/schedule.hpp"
 #include "ringtrain/collectives/small.hpp"
 #include "ringtrain/framework/blas.hpp"
 #include "ringtrain/framework/error.hpp"
@@ -34,6 +35,27 @@ std::vector<std::size_t> tensor_blocks(const ParameterStore& params) {
     throw Error(
         fmt::format("exact sum: tensors cover {} of {} parameters", next, params.num_elements()));
   return sizes;
+}
+
+// The reducer's options under the exact sum: with --zero 1 on the ring, one bucket, so that
+// each rank's shard is the chunk of the whole buffer that the words' reduce-scatter leaves it
+// (ExactGradientSum::finish rounds only that chunk). The bucket cap only sizes ZeRO-1's
+// all-gathers here; the words move in their own segments.
+ReducerOptions exact_reducer_options(ReducerOptions options, const ParameterStore& params) {
+  if (options.zero && options.ring.algorithm == collectives::Algorithm::kRing)
+    options.cap_bytes = std::max<std::size_t>(4, params.num_elements() * sizeof(float));
+  return options;
+}
+
+// Whether this rank's shard is its chunk of the words: one piece, that chunk
+// (collectives::reduce_scatter_grid).
+bool shard_is_own_chunk(const OptimizerShard& shard, const collectives::Communicator& comm) {
+  const std::size_t M = shard.total_elements(), N = std::size_t(comm.size());
+  const std::size_t r = std::size_t(comm.rank());
+  const std::vector<ShardPiece>& pieces = shard.pieces();
+  return shard.sharded() && N > 1 && pieces.size() == 1 &&
+         pieces[0].flat_offset == collectives::chunk_begin(M, N, r) &&
+         pieces[0].count == collectives::chunk_size(M, N, r);
 }
 
 }  // namespace
@@ -172,14 +194,21 @@ void ExactGradient::poison() {
   sum_.mark_non_finite();
 }
 
-bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<float> gradient) {
+bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<float> gradient,
+                             Rounded rounded) {
+  if (rounded == Rounded::kOwnChunk && overlap_)
+    throw Error("exact sum: only the words summed after backward can be rounded chunk by chunk");
   const double t0 = now_s();
   // BatchNorm's totals: kept aside while the whole buffer is rounded (their blocks are empty)
   auto saved = saved_.begin();
   for (const Range& r : totals_)
     saved = std::copy_n(gradient.begin() + std::ptrdiff_t(r.offset), r.size, saved);
-  // Each rank sums and rounds its chunk of the words, then the ring all-gathers the floats.
-  if (overlap_)
+  // Each rank sums and rounds its chunk of the words, then the ring all-gathers the floats
+  // (kWhole), or the finite verdict alone is agreed (kOwnChunk).
+  bool finite = true;
+  if (rounded == Rounded::kOwnChunk)
+    finite = collectives::reduce_scatter_grid(comm, sum_, gradient);
+  else if (overlap_)
     collectives::round_exchanged_grid(comm, sum_, exchange_, gradient);
   else
     collectives::allreduce_grid(comm, sum_, gradient);
@@ -195,6 +224,7 @@ bool ExactGradient::sum_into(const collectives::Communicator& comm, std::span<fl
   loss_.to_float(std::span(&loss, 1));
   loss_total_ = loss;
   span(loss_name_, t_loss);
+  if (rounded == Rounded::kOwnChunk) return finite;
   return std::all_of(gradient.begin(), gradient.end(), [](float g) { return std::isfinite(g); });
 }
 
@@ -204,8 +234,9 @@ ExactGradientSum::ExactGradientSum(const collectives::Communicator& comm, Sequen
     : comm_(comm),
       grads_(model.parameters().grads()),
       micro_batch_(micro_batch),
-      reducer_(comm, model.parameters(), reducer, trace),
+      reducer_(comm, model.parameters(), exact_reducer_options(reducer, model.parameters()), trace),
       exact_(model, comm, trace),
+      shard_is_chunk_(shard_is_own_chunk(reducer_.shard(), comm)),
       trace_(trace),
       poll_([this] { exact_.poll(); }) {
   if (trace_) pass_name_ = trace_->name("exact: forward, loss, backward");
@@ -240,10 +271,14 @@ bool ExactGradientSum::finish(bool local_ok) {
   if (trace_ && trace_->recording()) trace_->span(pass_name_, 0, pass_start_s_, now_s());
   if (!local_ok) exact_.poison();
   const double t0 = now_s();
-  const bool applied = exact_.sum_into(comm_, grads_);
+  // --zero 1 with its shard the rank's chunk: only that chunk is rounded (no all-gather)
+  const bool own_chunk = shard_is_chunk_ && !account_.overlap;
+  const bool applied = exact_.sum_into(
+      comm_, grads_,
+      own_chunk ? ExactGradient::Rounded::kOwnChunk : ExactGradient::Rounded::kWhole);
   account_.comm_s = account_.exposed_s = now_s() - t0;
   account_.inside_compute_s = exact_.inside_compute_s();
-  account_.collectives = 2;
+  account_.collectives = own_chunk ? 3 : 2;  // own chunk: the finite verdict's allreduce too
   if (applied && reducer_.options().zero) {
     reducer_.begin_summed();
     gathering_ = true;

@@ -170,12 +170,17 @@ class ExactGradient {
   void layer_done(std::size_t layer);
   // Moves the sums in flight (between pieces of backward's work).
   void poll();
+  // What sum_into rounds: the whole gradient on every rank, or only this rank's chunk
+  // (collectives::reduce_scatter_grid; the rest of the buffer is left unsummed) for a ZeRO-1
+  // shard that is that chunk. kOwnChunk needs the words' sum after backward (overlap off).
+  enum class Rounded { kWhole, kOwnChunk };
   // gradient <- the sum over ranks of every rank's partials, rounded once (the same bits on
   // every rank), except BatchNorm's tensors, left as they are. Returns whether every element
-  // is finite (then the same on every rank). Collective.
+  // of the whole sum is finite, the same on every rank. Collective.
   // Also sums the losses over ranks: loss() is then the step's loss sum, the same bits on
   // every rank.
-  bool sum_into(const collectives::Communicator& comm, std::span<float> gradient);
+  bool sum_into(const collectives::Communicator& comm, std::span<float> gradient,
+                Rounded rounded = Rounded::kWhole);
   double loss() const { return loss_total_; }
   // Seconds of this step's communication inside forward and backward: the bounds' agreement
   // (a collective per layer, where a rank with fewer rows waits for the others) and the
@@ -229,8 +234,13 @@ class ExactGradient {
 // the update (--zero 1: each bucket's shard, its all-gather after it, as GradientReducer does
 // with overlap off). The rounded total is the same on every rank, so every rank sees the same
 // (non-)finite gradient without another agreement.
+// --zero 1 on the ring: the reducer has one bucket, so a rank's shard is the chunk that the
+// words' reduce-scatter leaves it; with the words summed after backward each rank then rounds
+// only that chunk, and the gradient's all-gather is left out (ExactGradient::Rounded::
+// kOwnChunk; the ranks agree on a finite sum with one small allreduce instead).
 // Account: comm_s = exposed_s = the sum over ranks (and the all-gathers), 2 collectives (the
-// gradient's and the loss's exact allreduces) and the all-gathers'.
+// gradient's and the loss's exact allreduces; 3 with the own chunk's finite verdict) and the
+// all-gathers'.
 class ExactGradientSum final : public GradientSum {
  public:
   // An ExactGradient of `model` in micro-batches of micro_batch samples, and a
@@ -257,6 +267,9 @@ class ExactGradientSum final : public GradientSum {
   std::mutex& mpi_mutex() override { return reducer_.mpi_mutex(); }
 
   const GradientReducer& reducer() const { return reducer_; }
+  // Whether --zero 1's shard is this rank's chunk of the words, so that a step whose words
+  // are summed after backward rounds only that chunk.
+  bool shard_is_chunk() const { return shard_is_chunk_; }
 
  private:
   const collectives::Communicator& comm_;
@@ -265,8 +278,9 @@ class ExactGradientSum final : public GradientSum {
   GradientReducer reducer_;
   ExactGradient exact_;
   StepComm account_;
-  bool whole_ = false;      // the whole buffer goes back next
-  bool gathering_ = false;  // --zero 1: the reducer hands back the buckets' pieces
+  bool shard_is_chunk_ = false;  // --zero 1's shard is this rank's chunk of the words
+  bool whole_ = false;           // the whole buffer goes back next
+  bool gathering_ = false;       // --zero 1: the reducer hands back the buckets' pieces
   Trace* trace_;
   std::size_t pass_name_ = 0;
   double pass_start_s_ = 0.0;
