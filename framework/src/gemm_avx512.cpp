@@ -125,11 +125,33 @@ constexpr int kMR = 8, kNV = 3, kNR = 16 * kNV;  // the 8 x 48 tile of both A·B
 // columns of B (a multiple of kNR; one block covers a 1024-wide layer).
 constexpr int kKC = 128, kMC = 64, kNC = 22 * kNR;
 
+// A's rows [i0, i0 + mc) and columns [p0, p0 + kc) -> panels of kMR rows, zero padded:
+// dst[ir·kc + kk·kMR + r]. With Aᵀ stored (a_by_k) that is kMR consecutive floats per k, else
+// a transpose.
+RT_AVX512 void pack_a_block(const float* a, long lda, bool a_by_k, int i0, int mc, int p0, int kc,
+                            float* dst_block) {
+  for (int ir = 0; ir < mc; ir += kMR) {
+    float* dst = dst_block + static_cast<long>(ir) * kc;
+    const int h = min_int(kMR, mc - ir);
+    if (a_by_k) {
+      const float* src = a + p0 * lda + (i0 + ir);
+      for (int kk = 0; kk < kc; ++kk, src += lda)
+        _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR), _mm512_maskz_loadu_ps(lanes(h), src));
+    } else {
+      for (int r = 0; r < kMR; ++r)
+        for (int kk = 0; kk < kc; ++kk)
+          dst[kk * kMR + r] = r < h ? a[(i0 + ir + r) * lda + p0 + kk] : 0.0f;
+    }
+  }
+}
+
 // C (m x n) = Aᵀ·B with A stored (k x m), B (k x n); rows of A, B and C lie lda, ldb, ldc
 // floats apart (a block of larger matrices). Each k block's sum is added to C.
 // a_by_k false: C = A·B with A stored (m x k), never accumulating; the k blocks continue
 // each element's running sum in C (PackedWrite::kContinue), so C has the bits of the
-// B-streaming driver's one chain of multiply-adds.
+// B-streaming driver's one chain of multiply-adds. Its A (a batch of at most a few hundred
+// rows; the workspace holds all of it, workspace_size) is transposed once per k block, not
+// once per block of B's columns.
 RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, bool a_by_k,
                            const float* b, long ldb, float* c, long ldc, bool accumulate,
                            const Workspace& ws) {
@@ -141,6 +163,8 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, bool a
     const PackedWrite write = !(accumulate || p0 > 0) ? PackedWrite::kOverwrite
                               : a_by_k                ? PackedWrite::kAdd
                                                       : PackedWrite::kContinue;
+    if (!a_by_k)  // all of A's rows for this k block: panel of row i at a_pack + i·kc
+      pack_a_block(a, lda, false, 0, m, p0, kc, ws.a_pack);
     for (int j0 = 0; j0 < n; j0 += kNC) {
       const int nc = min_int(kNC, n - j0);
       // B block (kc x nc) -> panels of kNR columns, zero padded: bpack[jr·kc + kk·kNR + j]
@@ -156,25 +180,15 @@ RT_AVX512 void gemm_packed(int m, int n, int k, const float* a, long lda, bool a
       }
       for (int i0 = 0; i0 < m; i0 += kMC) {
         const int mc = min_int(kMC, m - i0);
-        // A block (mc x kc) -> panels of kMR rows, zero padded: apack[ir·kc + kk·kMR + r];
-        // with Aᵀ stored that is kMR consecutive floats per k, else a transpose
-        for (int ir = 0; ir < mc; ir += kMR) {
-          float* dst = ws.a_pack + static_cast<long>(ir) * kc;
-          const int h = min_int(kMR, mc - ir);
-          if (a_by_k) {
-            const float* src = a + p0 * lda + (i0 + ir);
-            for (int kk = 0; kk < kc; ++kk, src += lda)
-              _mm512_mask_storeu_ps(dst + kk * kMR, lanes(kMR),
-                                    _mm512_maskz_loadu_ps(lanes(h), src));
-          } else {
-            for (int r = 0; r < kMR; ++r)
-              for (int kk = 0; kk < kc; ++kk)
-                dst[kk * kMR + r] = r < h ? a[(i0 + ir + r) * lda + p0 + kk] : 0.0f;
-          }
+        // A's block: packed above (A·B), or now, kMC rows of Aᵀ at a time (Aᵀ·B)
+        const float* a_block = ws.a_pack + static_cast<long>(i0) * kc;
+        if (a_by_k) {
+          pack_a_block(a, lda, true, i0, mc, p0, kc, ws.a_pack);
+          a_block = ws.a_pack;
         }
         for (int jr = 0; jr < nc; jr += kNR)
           for (int ir = 0; ir < mc; ir += kMR)
-            micro_packed<kMR, kNV>(kc, ws.a_pack + static_cast<long>(ir) * kc,
+            micro_packed<kMR, kNV>(kc, a_block + static_cast<long>(ir) * kc,
                                    ws.b_pack + static_cast<long>(jr) * kc,
                                    c + (i0 + ir) * ldc + j0 + jr, ldc, write, stream,
                                    min_int(kMR, mc - ir), min_int(kNR, nc - jr));

@@ -203,7 +203,9 @@ void Linear::forward_loop(const float* x, float* y, std::size_t n) {
 
 // Part p: its rows of dW = dyᵀ·x, the same rows of db (each element summed over the samples in
 // order, as weight_gradient does), then (with dx) its block of dx = dy·W. Part 0, on the
-// caller, polls the communication between the two products.
+// caller, polls the communication between the two products. A layer whose products have work
+// for one thread each (the mlp's 10-class layer) runs them side by side instead: dW and db on
+// the caller, dx whole on a second thread; each product is computed as on one thread.
 void Linear::backward_loop(const float* x, const float* dy, float* dx, std::size_t n,
                            const StepContext& ctx) {
   using blas::Trans;
@@ -217,9 +219,10 @@ void Linear::backward_loop(const float* x, const float* dy, float* dx, std::size
   };
   const int parts =
       std::max(parts_with_work(threads, dw_block), parts_with_work(threads, dx_block));
+  const bool side_by_side = parts == 1 && threads > 1 && dx != nullptr;
   // db's elements: dW's rows where dW is cut by rows over these parts, else near-equal ranges
   const bool db_with_dw = parts_with_work(threads, dw_block) == parts && dw_block(0).rows < out;
-  auto part = [&](std::size_t p) {
+  auto weight_and_bias = [&](std::size_t p) {
     const blas::Block dw = dw_block(int(p));
     blas::gemm_block_product(dw, Trans::kYes, Trans::kNo, out, in, rows, dy, x, false,
                              grad_weight_.data());
@@ -230,11 +233,22 @@ void Linear::backward_loop(const float* x, const float* dy, float* dx, std::size
     std::fill(db + o0, db + o1, 0.0f);
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t o = o0; o < o1; ++o) db[o] += dy[i * out_ + o];
-    if (p == 0) poll_communication(ctx);
+  };
+  auto input = [&](std::size_t p) {
     blas::gemm_block_product(dx_block(int(p)), Trans::kNo, Trans::kNo, rows, in, out, dy,
                              weight_.data(), false, dx);
   };
-  blas::parallel_parts(std::size_t(parts), part);
+  auto part = [&](std::size_t p) {
+    if (side_by_side) {
+      p == 0 ? weight_and_bias(0) : input(0);
+      if (p == 0) poll_communication(ctx);
+      return;
+    }
+    weight_and_bias(p);
+    if (p == 0) poll_communication(ctx);
+    input(p);
+  };
+  blas::parallel_parts(side_by_side ? 2 : std::size_t(parts), part);
 }
 
 // dx = dy · W   (n, in)

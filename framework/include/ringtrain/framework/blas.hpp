@@ -111,8 +111,9 @@ void parallel_ranges(std::size_t n, std::size_t min_per_part, Body& body) {
 // and their elementwise work (bias, its sum) into one loop instead of a loop per product:
 // part p of P computes the block of C that gemm() gives thread p of P threads (gemm_block),
 // so the bits are gemm()'s. Only where products_in_loops(): under kOwn, where no product's
-// bits depend on the thread count; a product the own kernels do not take goes whole to part
-// 0, on OpenBLAS (single-threaded under kOwn).
+// bits depend on the thread count; a product the own kernels do not take is one block (part
+// 0's), computed whole on OpenBLAS (single-threaded under kOwn) by whichever part the layer
+// gives it.
 bool products_in_loops();
 // Rows [row0, row0 + rows) x columns [col0, col0 + cols) of C; empty when rows or cols is 0.
 struct Block {
