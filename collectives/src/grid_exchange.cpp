@@ -13,7 +13,7 @@ namespace ringtrain::collectives {
 namespace {
 
 constexpr int kTag = 0x4758;  // every range's messages: ranges match in the order started
-// Messages of 256 KiB, as the ring's segments in allreduce_grid, two received at a time.
+// Messages of 256 KiB, two received at a time.
 constexpr std::size_t kSegment = 32768;
 
 // Words [lo, hi): chunk q of the range [begin, end) over N ranks (schedule.hpp).

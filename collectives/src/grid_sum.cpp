@@ -366,7 +366,7 @@ std::vector<int> agree_grids(const Communicator& comm, const GridFacts& mine, bo
 void reduce_scatter_words(const Communicator& comm, std::span<std::int64_t> words,
                           std::vector<std::int64_t>& scratch,
                           const std::function<void(std::size_t, std::size_t)>& done) {
-  constexpr std::size_t kSegment = 32768;  // 256 KiB: in L2 while it is added
+  constexpr std::size_t kSegment = 131072;  // 1 MiB (bench/README-exact.md, "The words' segments")
   constexpr int kTag = 0x6772;             // the grid sum's rounds: kTag + t
   const std::size_t N = static_cast<std::size_t>(comm.size()), M = words.size();
   const std::size_t r = static_cast<std::size_t>(comm.rank());

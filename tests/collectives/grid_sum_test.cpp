@@ -328,6 +328,31 @@ TEST_CASE("allreduce_grid: a NaN or Inf on one rank makes every rank's sum NaN")
   REQUIRE_ALL_RANKS(facts);
 }
 
+// A sum large enough that each rank's chunk goes over the ring in several segments (more than
+// 2^17 words a chunk at N = 2, 3, 4): every element equals the single-process sum.
+TEST_CASE("allreduce_grid: chunks of several segments give the single-process bits") {
+  Facts facts;
+  const Communicator comm, self(MPI_COMM_SELF);
+  const int N = comm.size(), me = comm.rank();
+  const std::size_t size = 4 * 131072 + 12345;
+  const std::vector<std::size_t> one_block{size};
+  auto term_of = [&](int rank) {  // distinct magnitudes and signs per element and rank
+    std::vector<float> term(size);
+    for (std::size_t i = 0; i < size; ++i)
+      term[i] = std::ldexp(float(1 + (i * 7 + std::size_t(rank) * 13) % 97),
+                           int(i % 29) - 14) * ((i + std::size_t(rank)) % 3 == 0 ? -1.0f : 1.0f);
+    return term;
+  };
+  GridSum alone(one_block), shared(one_block);
+  for (int r = 0; r < N; ++r) alone.add(term_of(r));
+  shared.add(term_of(me));
+  std::vector<float> reference(size), out(size);
+  facts.check(allreduce_grid(self, alone, reference), "finite terms gave a non-finite sum");
+  facts.check(allreduce_grid(comm, shared, out), "finite terms gave a non-finite sum");
+  facts.check(same_bits(out, reference), "the ring's sum differs from the single process's");
+  REQUIRE_ALL_RANKS(facts);
+}
+
 // reduce_scatter_grid: this rank's chunk holds allreduce_grid's bits, the rest of the output
 // is not touched; a sum that rounds to Inf in one rank's chunk only is not finite on every
 // rank, as is a NaN term.

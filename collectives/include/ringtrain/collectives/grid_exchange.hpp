@@ -14,7 +14,7 @@
 //           blocks started before it (the ranges tile a suffix of the buffer)
 //   part    chunk q of a range's L words (schedule.hpp's partition of L over N): the words
 //           rank q sums, rounds and all-gathers
-//   segment 32,768 words (256 KiB) of a part, one message, as the ring's in allreduce_grid
+//   segment 32,768 words (256 KiB) of a part, one message
 // For a range, rank r sends its words of every other rank q's part to q, all segments at
 // once, and receives every other rank's words of part r, two segments at a time, adding each
 // to its own words as it arrives (in cache). Every rank sends (N − 1)/N of the range's words,
