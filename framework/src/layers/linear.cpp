@@ -239,14 +239,13 @@ void Linear::backward_loop(const float* x, const float* dy, float* dx, std::size
                              weight_.data(), false, dx);
   };
   auto part = [&](std::size_t p) {
-    if (side_by_side) {
-      p == 0 ? weight_and_bias(0) : input(0);
-      if (p == 0) poll_communication(ctx);
+    if (side_by_side && p == 1) {  // dx whole, beside part 0's dW
+      input(0);
       return;
     }
     weight_and_bias(p);
     if (p == 0) poll_communication(ctx);
-    input(p);
+    if (!side_by_side) input(p);
   };
   blas::parallel_parts(side_by_side ? 2 : std::size_t(parts), part);
 }
