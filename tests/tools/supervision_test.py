@@ -262,6 +262,8 @@ case $2 in
   refused) echo '[proxy:0:0@x] main: unable to connect to server 10.0.0.1 at port 5 (check for firewalls!)'; exec sleep 30 ;;
   silent) exec sleep 30 ;;
   broken) echo 'no such host'; exit 5 ;;
+  piped_once) [ -e "$0.piped" ] && exit 0; touch "$0.piped"; kill -PIPE $$ ;;
+  piped) kill -PIPE $$ ;;
 esac
 """
 
@@ -280,6 +282,13 @@ class Probes(unittest.TestCase):
         self.assertEqual((p["silent"].answered, p["silent"].detail), (False, "no answer within 1.0 s"))
         self.assertEqual(p["broken"].detail, "exit 5: no such host")
         self.assertLess(took, 5.0)
+
+    def test_a_probe_ended_by_a_signal_is_tried_once_more(self):
+        with tempfile.TemporaryDirectory() as d:
+            launcher = write(os.path.join(d, "mpiexec"), LAUNCHER, stat.S_IRWXU)
+            p = probe_hosts([launcher], ["piped_once", "piped"], 1.0)
+        self.assertTrue(p["piped_once"].answered)  # the second try answered
+        self.assertEqual((p["piped"].answered, p["piped"].detail), (False, "exit -13"))
 
 
 class Attempts(unittest.TestCase):

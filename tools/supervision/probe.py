@@ -8,6 +8,10 @@ ended within the timeout (it is then killed with its tree), or as soon as its ou
 failed connection ("unable to connect", "Network is unreachable", "No route to host", ...):
 hydra's mpiexec does not end when a proxy or ssh fails to connect, it waits for the proxy
 until its own timeout, so that message is the earliest sign.
+
+A probe that a signal ends (mpiexec killed by SIGPIPE when a connection left from the failed
+job breaks under it) says nothing about the host: it is started once more, within the same
+timeout, and only the second one decides.
 """
 import collections
 import os
@@ -90,14 +94,21 @@ def probe_hosts(mpiexec, names, timeout_s):
             running[name] = Running(mpiexec, name, env)
         except OSError as e:
             out[name] = Probe(name, False, 0.0, "cannot run %s: %s" % (mpiexec[0], e.strerror))
+    retried = set()
     while running:
         elapsed = time.monotonic() - start
         for name, run in list(running.items()):
             decided = outcome(name, run, elapsed, timeout_s)
-            if decided is not None:
-                run.end()
-                out[name] = decided
-                del running[name]
+            if decided is None:
+                continue
+            run.end()
+            killed_by_signal = run.proc.returncode is not None and run.proc.returncode < 0
+            if killed_by_signal and not decided.answered and name not in retried:
+                retried.add(name)  # one more try: a signal says nothing about the host
+                running[name] = Running(mpiexec, name, env)
+                continue
+            out[name] = decided
+            del running[name]
         if running:
             time.sleep(POLL_S)
     return out
