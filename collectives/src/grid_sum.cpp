@@ -367,7 +367,7 @@ void reduce_scatter_words(const Communicator& comm, std::span<std::int64_t> word
                           std::vector<std::int64_t>& scratch,
                           const std::function<void(std::size_t, std::size_t)>& done) {
   constexpr std::size_t kSegment = 131072;  // 1 MiB (bench/README-exact.md, "The words' segments")
-  constexpr int kTag = 0x6772;             // the grid sum's rounds: kTag + t
+  constexpr int kTag = 0x6772;              // the grid sum's rounds: kTag + t
   const std::size_t N = static_cast<std::size_t>(comm.size()), M = words.size();
   const std::size_t r = static_cast<std::size_t>(comm.rank());
   const int right = static_cast<int>((r + 1) % N), left = static_cast<int>((r + N - 1) % N);

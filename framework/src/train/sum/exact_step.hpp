@@ -232,8 +232,8 @@ class ExactGradient {
 // micro-batch's gradient into an ExactGradient during backward, the loss is taken per
 // micro-batch, finish() sums over ranks and rounds once, and the whole buffer comes back for
 // the update (--zero 1: each bucket's shard, its all-gather after it, as GradientReducer does
-// with overlap off). The rounded total is the same on every rank, so every rank sees the same
-// (non-)finite gradient without another agreement.
+// with overlap off). When the whole buffer is rounded, the total is the same on every rank, so
+// every rank sees the same (non-)finite gradient without another agreement.
 // --zero 1 on the ring: the reducer has one bucket, so a rank's shard is the chunk that the
 // words' reduce-scatter leaves it; with the words summed after backward each rank then rounds
 // only that chunk, and the gradient's all-gather is left out (ExactGradient::Rounded::
